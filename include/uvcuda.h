@@ -1,0 +1,279 @@
+/* uvcuda: await CUDA stream work from a libuv event loop.
+ *
+ * A uvcuda_loop_t attaches to one uv_loop_t. A uvcuda_future_t runs a device
+ * op (a function that enqueues work on a CUDA stream) and calls its callback
+ * on the loop thread once the work enqueued by the op is done. No thread is
+ * created per wait: completion arrives through one uv_async_t per loop, rung
+ * by a process-wide reactor thread (which watches GPU-written counters) or by
+ * a CUDA host function, after a short bounded spin on the loop thread.
+ *
+ * The CUDA driver is loaded at run time (dlopen "libcuda.so.1"); this header
+ * does not need <cuda.h>. Streams are passed as uvcuda_stream_t, which is
+ * CUstream / cudaStream_t cast to a pointer.
+ *
+ * Threads: every function is called from the loop's thread (the thread that
+ * called uvcuda_loop_init) unless its comment says otherwise. A call from any
+ * other thread returns UVCUDA_EWRONGTHREAD and changes nothing.
+ *
+ * Errors are negative ints. Codes of libuv pass through unchanged
+ * (UVCUDA_EINVAL is UV_EINVAL, ...); CUDA driver results are carried as
+ * UVCUDA_ECUDA(result) and recovered with uvcuda_cuda_result().
+ */
+#ifndef UVCUDA_H
+#define UVCUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(UVCUDA_BUILDING_LIBRARY)
+# define UVCUDA_EXTERN __attribute__((visibility("default")))
+#else
+# define UVCUDA_EXTERN /* nothing */
+#endif
+
+#define UVCUDA_VERSION_MAJOR 0
+#define UVCUDA_VERSION_MINOR 1
+#define UVCUDA_VERSION_PATCH 0
+#define UVCUDA_VERSION_HEX ((UVCUDA_VERSION_MAJOR << 16) | \
+                            (UVCUDA_VERSION_MINOR << 8) | UVCUDA_VERSION_PATCH)
+
+/* ---- Errors ------------------------------------------------------------ */
+
+/* uvcuda's own codes: name, value, message. */
+#define UVCUDA_ERRNO_MAP(XX)                                                  \
+  XX(ENODRIVER, -30001, "CUDA driver library could not be loaded")            \
+  XX(EDRIVEROLD, -30002, "CUDA driver is older than 12.0")                    \
+  XX(ENOSYM, -30003, "a required CUDA driver entry point is missing")         \
+  XX(ENOTSUP, -30004, "not supported by this CUDA driver or device")          \
+  XX(ECAPTURING, -30005, "stream is capturing into a CUDA graph")             \
+  XX(EWRONGTHREAD, -30006, "called from a thread other than the loop's")      \
+  XX(ESTRATEGY, -30008, "unknown completion strategy name")                   \
+  XX(ECLOSING, -30009, "handle is closing or closed")                         \
+  XX(ENOTINIT, -30010, "handle was not initialized")                          \
+
+typedef enum {
+#define UVCUDA__ERR_ENUM(name, val, msg) UVCUDA_##name = (val),
+  UVCUDA_ERRNO_MAP(UVCUDA__ERR_ENUM)
+#undef UVCUDA__ERR_ENUM
+  /* libuv codes used by uvcuda, passed through unchanged. */
+  UVCUDA_EINVAL = UV_EINVAL,
+  UVCUDA_EBUSY = UV_EBUSY,
+  UVCUDA_ENOMEM = UV_ENOMEM,
+  UVCUDA_ECANCELED = UV_ECANCELED
+} uvcuda_errno_t;
+
+/* A CUDA driver result r (1..9999) travels as UVCUDA_ECUDA(r). */
+#define UVCUDA_ECUDA_BASE (-20000)
+#define UVCUDA_ECUDA(r) (UVCUDA_ECUDA_BASE - (int)(r))
+
+/* The CUresult carried by err, or 0 if err is not a CUDA driver error. */
+UVCUDA_EXTERN int uvcuda_cuda_result(int err);
+/* Message and symbolic name of any error this library returns; CUDA results
+ * get the driver's own text when the driver is loaded. Never NULL. Any
+ * thread. */
+UVCUDA_EXTERN const char *uvcuda_strerror(int err);
+UVCUDA_EXTERN const char *uvcuda_err_name(int err);
+
+/* ---- The CUDA driver --------------------------------------------------- */
+
+typedef void *uvcuda_stream_t; /* CUstream / cudaStream_t */
+
+typedef struct uvcuda_driver_info_s {
+  const char *path;        /* what was dlopen'ed */
+  int driver_version;      /* cuDriverGetVersion, e.g. 13000 */
+  int device_count;
+  int memops32;            /* cuStreamWriteValue32 works (probed on device 0) */
+  int memops64;            /* cuStreamWriteValue64 works (probed on device 0) */
+  int host_task_sync;      /* cuLaunchHostFunc_v2 sync modes exist (>= 13.2) */
+  int simulated;           /* the loaded driver is uvcuda's test simulation */
+} uvcuda_driver_info_t;
+
+/* Loads and initialises the driver once per process (thread-safe; later
+ * calls return the first result). Env UVCUDA_LIBCUDA overrides the path.
+ * Returns 0, UVCUDA_ENODRIVER (see uvcuda_driver_dlerror), UVCUDA_EDRIVEROLD,
+ * UVCUDA_ENOSYM or UVCUDA_ECUDA(cuInit's result). Any thread. */
+UVCUDA_EXTERN int uvcuda_driver_load(void);
+/* The dlopen/dlsym message of a failed load, or NULL. Any thread. */
+UVCUDA_EXTERN const char *uvcuda_driver_dlerror(void);
+/* Loads the driver if needed, probes capabilities once, fills *info. Any
+ * thread. */
+UVCUDA_EXTERN int uvcuda_driver_info(uvcuda_driver_info_t *info);
+/* Resolves any driver entry point through cuGetProcAddress at the given ABI
+ * version (the NNNN of its PFN_name_vNNNN typedef), for callers that want
+ * to launch work without linking libcuda. Returns UVCUDA_ENOSYM if absent,
+ * UVCUDA_ENOTSUP if cuda_version is above the driver's. Any thread. */
+UVCUDA_EXTERN int uvcuda_driver_symbol(const char *name, int cuda_version,
+                                       void **pfn);
+
+/* ---- Options ----------------------------------------------------------- */
+
+typedef enum {
+  UVCUDA_COMPLETION_DEFAULT = 0, /* env UVCUDA_COMPLETION, else AUTO */
+  UVCUDA_COMPLETION_AUTO,        /* REACTOR; HOSTFN where memops fail */
+  UVCUDA_COMPLETION_REACTOR,     /* GPU-written timeline + reactor thread */
+  UVCUDA_COMPLETION_HOSTFN,      /* cuLaunchHostFunc */
+  UVCUDA_COMPLETION_HOSTFN_SPIN, /* cuLaunchHostFunc_v2, SPINWAIT (13.2+) */
+  UVCUDA_COMPLETION_HOSTFN_BLOCK,/* cuLaunchHostFunc_v2, BLOCKING (13.2+) */
+  UVCUDA_COMPLETION_POLL         /* loop thread polls timelines, no reactor */
+} uvcuda_completion_t;
+
+/* "auto", "reactor", "hostfn", "hostfn-spin", "hostfn-block", "poll";
+ * "default" for DEFAULT. NULL for values outside the enum. Any thread. */
+UVCUDA_EXTERN const char *uvcuda_completion_name(uvcuda_completion_t c);
+/* Parses the names above; UVCUDA_ESTRATEGY otherwise. Any thread. */
+UVCUDA_EXTERN int uvcuda_completion_parse(const char *name,
+                                          uvcuda_completion_t *out);
+
+/* Record a latency histogram of start -> callback in the stats. */
+#define UVCUDA_OPT_LATENCY_HISTOGRAM 0x1u
+
+typedef struct uvcuda_options_s {
+  uvcuda_completion_t completion;
+  /* Bounded spin on the loop thread before a future is armed, in µs.
+   * -1: env UVCUDA_SPIN_BUDGET_US, else 20. 0 disables. Max 1000000. */
+  int32_t spin_budget_us;
+  /* Fault probe interval while futures are armed, in µs: -1 = 1000.
+   * 50 .. 2000. */
+  int32_t probe_interval_us;
+  /* Reactor back-off while this loop has armed futures, in µs (-1 =
+   * default): busy-poll for reactor_spin_us (500) after the last progress,
+   * then sched_yield between passes until reactor_yield_us (2000), then
+   * sleep between passes, doubling up to reactor_sleep_max_us (200).
+   * With several loops the reactor takes the smallest value of each. */
+  int32_t reactor_spin_us;
+  int32_t reactor_yield_us;
+  int32_t reactor_sleep_max_us;
+  uint32_t flags; /* UVCUDA_OPT_* */
+} uvcuda_options_t;
+
+/* Fills *opts with "use the default" values. Any thread. */
+UVCUDA_EXTERN void uvcuda_options_init(uvcuda_options_t *opts);
+
+/* ---- The loop context -------------------------------------------------- */
+
+typedef struct uvcuda_loop_s uvcuda_loop_t;
+typedef struct uvcuda_future_s uvcuda_future_t;
+typedef void (*uvcuda_loop_close_cb)(uvcuda_loop_t *loop);
+
+struct uvcuda__loop; /* private */
+
+struct uvcuda_loop_s {
+  void *data;            /* yours */
+  uv_loop_t *loop;       /* read-only */
+  struct uvcuda__loop *internal_; /* private */
+};
+
+/* Attaches uvcuda to `loop`; the calling thread becomes the loop thread.
+ * `opts` may be NULL (all defaults). Loads the driver if needed. Returns 0,
+ * UVCUDA_EINVAL (NULL, out-of-range option or UVCUDA_SPIN_BUDGET_US),
+ * UVCUDA_ESTRATEGY (unknown UVCUDA_COMPLETION), UVCUDA_ENOTSUP (the strategy
+ * needs a newer driver), UVCUDA_ENOMEM or a driver-load error. The handles
+ * it adds to the loop keep it alive only while futures are pending. */
+UVCUDA_EXTERN int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
+                                   const uvcuda_options_t *opts);
+/* Starts closing. UVCUDA_EBUSY while any future of it is initialised and not
+ * yet closed (close_cb not yet run). close_cb (may be NULL) runs on a later
+ * loop iteration, once no thread can touch `ul` any more; free `ul` there. */
+UVCUDA_EXTERN int uvcuda_loop_close(uvcuda_loop_t *ul,
+                                    uvcuda_loop_close_cb close_cb);
+/* The strategy in effect after resolving DEFAULT. */
+UVCUDA_EXTERN uvcuda_completion_t uvcuda_loop_completion(const uvcuda_loop_t *ul);
+/* The spin budget in effect, in ns. */
+UVCUDA_EXTERN uint64_t uvcuda_loop_spin_budget_ns(const uvcuda_loop_t *ul);
+
+#define UVCUDA_HIST_BUCKETS 32 /* bucket i: [2^i, 2^(i+1)) ns; 0: < 2 ns */
+
+typedef struct uvcuda_stats_s {
+  uint64_t started;           /* successful uvcuda_future_start calls */
+  uint64_t completed_spin;    /* seen done while spinning on the loop */
+  uint64_t completed_reactor; /* delivered after a reactor wakeup */
+  uint64_t completed_hostfn;  /* delivered after a host function ran */
+  uint64_t completed_poll;    /* seen done by the POLL strategy */
+  uint64_t failed;            /* callback got an error (not cancellation) */
+  uint64_t cancelled;         /* callback got UVCUDA_ECANCELED */
+  uint64_t fallbacks;         /* timelines that fell back to host functions */
+  uint64_t reactor_wakeups;   /* loop wakeups rung by the reactor */
+  uint64_t hostfn_wakeups;    /* loop wakeups rung by host functions */
+  uint64_t faults;            /* CUDA contexts found in a sticky error */
+  uint64_t timelines;         /* timelines alive now */
+  uint64_t latency_hist[UVCUDA_HIST_BUCKETS];
+} uvcuda_stats_t;
+
+UVCUDA_EXTERN int uvcuda_loop_stats(const uvcuda_loop_t *ul,
+                                    uvcuda_stats_t *stats);
+
+/* ---- Device futures ---------------------------------------------------- */
+
+typedef enum {
+  UVCUDA_FUTURE_IDLE = 0,  /* initialised, not started (or callback ran) */
+  UVCUDA_FUTURE_SPINNING,  /* marker enqueued, loop polls it */
+  UVCUDA_FUTURE_ARMED,     /* waits for the reactor / host function */
+  UVCUDA_FUTURE_COMPLETE,  /* done, callback runs on this iteration */
+  UVCUDA_FUTURE_FAILED,    /* error known, callback runs on this iteration */
+  UVCUDA_FUTURE_CLOSING,
+  UVCUDA_FUTURE_CLOSED
+} uvcuda_future_state_t;
+
+/* Enqueues work on `stream`, with the stream's CUDA context current. Returns
+ * 0, a negative uvcuda error, or a positive CUresult (taken as
+ * UVCUDA_ECUDA(result)): `return cuMemcpyHtoDAsync(...);` works. Must not
+ * start, close or await anything. */
+typedef int (*uvcuda_op_cb)(uvcuda_future_t *f, uvcuda_stream_t stream);
+/* status: 0, or a negative error (UVCUDA_ECANCELED if the future was closed
+ * first). The future is IDLE again: it may be started again from here. */
+typedef void (*uvcuda_future_cb)(uvcuda_future_t *f, int status);
+typedef void (*uvcuda_future_close_cb)(uvcuda_future_t *f);
+
+struct uvcuda_future_s {
+  void *data;              /* yours */
+  uvcuda_loop_t *loop;     /* read-only */
+  uvcuda_stream_t stream;  /* read-only: the stream of the last start */
+  /* private */
+  int state_;
+  int status_;
+  unsigned flags_;
+  uvcuda_future_cb cb_;
+  uvcuda_future_close_cb close_cb_;
+  void *timeline_;
+  uint64_t seq_;
+  uint64_t start_ns_;
+  uint64_t deadline_ns_;
+  void *event_;
+  uvcuda_future_t *tl_next_, *tl_prev_;     /* timeline FIFO */
+  uvcuda_future_t *spin_next_, *spin_prev_; /* loop's spin FIFO */
+  uvcuda_future_t *q_next_;                 /* delivery / close queue */
+  uint32_t magic_;
+};
+
+UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
+/* Runs `op` (NULL: await what is already on the stream) on `stream`, then
+ * enqueues a completion marker after it. Returns 0 when `cb` will be called
+ * exactly once, on a later loop iteration, never from inside this call; an
+ * error from the op or the driver, or a capturing stream
+ * (UVCUDA_ECAPTURING), comes through `cb`. Returns an error, and `cb` is not
+ * called, only for misuse: UVCUDA_EINVAL (NULL f or cb), UVCUDA_ENOTINIT,
+ * UVCUDA_EBUSY (already started), UVCUDA_ECLOSING, UVCUDA_EWRONGTHREAD. The
+ * stream must stay valid until the callback runs. */
+UVCUDA_EXTERN int uvcuda_future_start(uvcuda_future_t *f,
+                                      uvcuda_stream_t stream, uvcuda_op_cb op,
+                                      uvcuda_future_cb cb);
+/* Closes f. If it is started and its callback has not run, the callback
+ * runs with UVCUDA_ECANCELED (the GPU work itself goes on); then close_cb
+ * (may be NULL) runs, on a later iteration, never from inside this call.
+ * Nothing touches f after close_cb: free it there. UVCUDA_ECLOSING if
+ * already closing. */
+UVCUDA_EXTERN int uvcuda_future_close(uvcuda_future_t *f,
+                                      uvcuda_future_close_cb close_cb);
+UVCUDA_EXTERN uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f);
+/* Nonzero from a successful start until its callback has run. */
+UVCUDA_EXTERN int uvcuda_future_is_active(const uvcuda_future_t *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* UVCUDA_H */

@@ -1,0 +1,239 @@
+/* Run-time loading of the CUDA driver. Nothing links libcuda: we dlopen it,
+ * take cuGetProcAddress_v2 with dlsym, and resolve the rest through it at
+ * the ABI version of the typedef we call each entry through. */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct uvcuda__driver uvcuda__drv;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_status;
+static char load_path[512];
+static char load_error[512];
+static int load_simulated;
+
+static pthread_once_t caps_once = PTHREAD_ONCE_INIT;
+static struct uvcuda__caps caps;
+
+static const struct {
+  const char *name;
+  int version;
+} table[] = {
+#define UVCUDA__DRV_ROW(name, ver) {#name, ver},
+    UVCUDA__DRIVER_REQUIRED(UVCUDA__DRV_ROW)
+    UVCUDA__DRIVER_OPTIONAL(UVCUDA__DRV_ROW)
+#undef UVCUDA__DRV_ROW
+};
+
+int uvcuda__driver_table_size(void) {
+  return (int)(sizeof(table) / sizeof(table[0]));
+}
+
+const char *uvcuda__driver_table_name(int i) {
+  if (i < 0 || i >= uvcuda__driver_table_size()) return NULL;
+  return table[i].name;
+}
+
+int uvcuda__driver_table_version(int i) {
+  if (i < 0 || i >= uvcuda__driver_table_size()) return 0;
+  return table[i].version;
+}
+
+int uvcuda__driver_table_resolved(int i) {
+  const void *const *slots = (const void *const *)&uvcuda__drv;
+  int n = uvcuda__driver_table_size();
+  /* The struct lists the required entries first, then cuLaunchHostFunc_v2,
+   * in table order. */
+  if (i < 0 || i >= n) return 0;
+  return slots[i] != NULL;
+}
+
+/* cuGetProcAddress rejects versions above the driver's and then leaves
+ * `status` unwritten: clamp, and initialise it. */
+static int resolve(const char *name, int version, void **pfn) {
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  CUresult r;
+
+  *pfn = NULL;
+  if (uvcuda__drv.version != 0 && version > uvcuda__drv.version)
+    return UVCUDA_ENOTSUP;
+  r = uvcuda__drv.cuGetProcAddress(name, pfn, version,
+                                   CU_GET_PROC_ADDRESS_DEFAULT, &status);
+  if (r != CUDA_SUCCESS) {
+    *pfn = NULL;
+    return r == CUDA_ERROR_INVALID_VALUE ? UVCUDA_ENOTSUP : UVCUDA_ECUDA(r);
+  }
+  if (status != CU_GET_PROC_ADDRESS_SUCCESS || *pfn == NULL) {
+    *pfn = NULL;
+    return UVCUDA_ENOSYM;
+  }
+  return 0;
+}
+
+static int fail_load(int status, const char *what, const char *detail) {
+  snprintf(load_error, sizeof(load_error), "%s%s%s", what,
+           detail ? ": " : "", detail ? detail : "");
+  if (uvcuda__drv.handle) dlclose(uvcuda__drv.handle);
+  memset(&uvcuda__drv, 0, sizeof(uvcuda__drv));
+  return status;
+}
+
+static int do_load(void) {
+  const char *path = getenv("UVCUDA_LIBCUDA");
+  int (*is_sim)(void);
+  void *pfn;
+  CUresult r;
+  int err;
+
+  if (path == NULL || path[0] == '\0') path = "libcuda.so.1";
+  snprintf(load_path, sizeof(load_path), "%s", path);
+
+  uvcuda__drv.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (uvcuda__drv.handle == NULL)
+    return fail_load(UVCUDA_ENODRIVER, "dlopen failed", dlerror());
+  pfn = dlsym(uvcuda__drv.handle, "cuGetProcAddress_v2");
+  if (pfn == NULL)
+    return fail_load(UVCUDA_ENOSYM, "no cuGetProcAddress_v2", dlerror());
+  memcpy(&uvcuda__drv.cuGetProcAddress, &pfn, sizeof(pfn));
+  is_sim = (int (*)(void))dlsym(uvcuda__drv.handle, "simcuda_is_simulation");
+  load_simulated = is_sim != NULL && is_sim();
+
+  /* Version first: it bounds every other request. */
+  err = resolve("cuDriverGetVersion", 2020, &pfn);
+  if (err) return fail_load(UVCUDA_ENOSYM, "no cuDriverGetVersion", NULL);
+  memcpy(&uvcuda__drv.cuDriverGetVersion, &pfn, sizeof(pfn));
+  r = uvcuda__drv.cuDriverGetVersion(&uvcuda__drv.version);
+  if (r != CUDA_SUCCESS)
+    return fail_load(UVCUDA_ECUDA(r), "cuDriverGetVersion failed", NULL);
+  if (uvcuda__drv.version < UVCUDA__MIN_DRIVER_VERSION) {
+    char v[32];
+    snprintf(v, sizeof(v), "version %d", uvcuda__drv.version);
+    return fail_load(UVCUDA_EDRIVEROLD, "driver older than 12.0", v);
+  }
+
+#define UVCUDA__DRV_RESOLVE(name, ver)                                     \
+  err = resolve(#name, ver, &pfn);                                         \
+  if (err) return fail_load(UVCUDA_ENOSYM, "missing entry point", #name); \
+  memcpy(&uvcuda__drv.name, &pfn, sizeof(pfn));
+  UVCUDA__DRIVER_REQUIRED(UVCUDA__DRV_RESOLVE)
+#undef UVCUDA__DRV_RESOLVE
+
+  /* cuLaunchHostFunc_v2 is asked for by its base name at 13020 (the
+   * cuGetProcAddress convention) and, failing that, by its own name. A
+   * pointer equal to the 10000 one is the old ABI, not the new entry. */
+  if (uvcuda__drv.version >= 13020) {
+    if (resolve("cuLaunchHostFunc", 13020, &pfn) != 0 ||
+        pfn == (void *)uvcuda__drv.cuLaunchHostFunc) {
+      if (resolve("cuLaunchHostFunc_v2", 13020, &pfn) != 0) pfn = NULL;
+    }
+    memcpy(&uvcuda__drv.cuLaunchHostFunc_v2, &pfn, sizeof(pfn));
+  }
+
+  r = uvcuda__drv.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    char code[32];
+    snprintf(code, sizeof(code), "CUresult %d", (int)r);
+    return fail_load(UVCUDA_ECUDA(r), "cuInit failed", code);
+  }
+  return 0;
+}
+
+static void load_once_fn(void) { load_status = do_load(); }
+
+int uvcuda_driver_load(void) {
+  pthread_once(&load_once, load_once_fn);
+  return load_status;
+}
+
+const char *uvcuda_driver_dlerror(void) {
+  uvcuda_driver_load();
+  return load_status != 0 && load_error[0] ? load_error : NULL;
+}
+
+int uvcuda__driver_loaded(void) {
+  return uvcuda_driver_load() == 0;
+}
+
+int uvcuda__driver_simulated(void) { return load_simulated; }
+
+/* Probes on device 0's primary context: the attribute that claims memops
+ * support (92) reads 0 on drivers where they work, so we try them. */
+static void probe_caps(void) {
+  CUdevice dev;
+  CUcontext ctx = NULL, prev = NULL;
+  CUstream s = NULL;
+  void *host = NULL;
+  CUdeviceptr dptr;
+  int n = 0;
+
+  caps.host_task_sync = uvcuda__drv.cuLaunchHostFunc_v2 != NULL;
+  if (uvcuda__drv.cuDeviceGetCount(&n) != CUDA_SUCCESS || n <= 0) return;
+  caps.device_count = n;
+  if (uvcuda__drv.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return;
+  if (uvcuda__drv.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return;
+  uvcuda__drv.cuCtxGetCurrent(&prev);
+  uvcuda__drv.cuCtxSetCurrent(ctx);
+  if (uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    goto out;
+  if (uvcuda__drv.cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE |
+                                               CU_MEMHOSTALLOC_DEVICEMAP) !=
+      CUDA_SUCCESS) {
+    host = NULL;
+    goto out;
+  }
+  if (uvcuda__drv.cuMemHostGetDevicePointer(&dptr, host, 0) != CUDA_SUCCESS)
+    goto out;
+  if (uvcuda__drv.cuStreamWriteValue32(s, dptr, 0x5eed, 0) == CUDA_SUCCESS &&
+      uvcuda__drv.cuStreamSynchronize(s) == CUDA_SUCCESS)
+    caps.memops32 = __atomic_load_n((uint32_t *)host, __ATOMIC_ACQUIRE) == 0x5eed;
+  if (uvcuda__drv.cuStreamWriteValue64(s, dptr + 8, 0x5eed00000001ull, 0) ==
+          CUDA_SUCCESS &&
+      uvcuda__drv.cuStreamSynchronize(s) == CUDA_SUCCESS)
+    caps.memops64 = __atomic_load_n((uint64_t *)((char *)host + 8),
+                                    __ATOMIC_ACQUIRE) == 0x5eed00000001ull;
+out:
+  if (s) uvcuda__drv.cuStreamDestroy(s);
+  if (host) uvcuda__drv.cuMemFreeHost(host);
+  uvcuda__drv.cuCtxSetCurrent(prev);
+  uvcuda__drv.cuDevicePrimaryCtxRelease(dev);
+}
+
+const struct uvcuda__caps *uvcuda__driver_caps(void) {
+  if (uvcuda_driver_load() != 0) return &caps;
+  pthread_once(&caps_once, probe_caps);
+  return &caps;
+}
+
+int uvcuda_driver_info(uvcuda_driver_info_t *info) {
+  const struct uvcuda__caps *c;
+  int err;
+
+  if (info == NULL) return UVCUDA_EINVAL;
+  memset(info, 0, sizeof(*info));
+  err = uvcuda_driver_load();
+  info->path = load_path;
+  if (err) return err;
+  c = uvcuda__driver_caps();
+  info->driver_version = uvcuda__drv.version;
+  info->device_count = c->device_count;
+  info->memops32 = c->memops32;
+  info->memops64 = c->memops64;
+  info->host_task_sync = c->host_task_sync;
+  info->simulated = load_simulated;
+  return 0;
+}
+
+int uvcuda_driver_symbol(const char *name, int cuda_version, void **pfn) {
+  int err;
+
+  if (name == NULL || pfn == NULL || cuda_version <= 0) return UVCUDA_EINVAL;
+  *pfn = NULL;
+  err = uvcuda_driver_load();
+  if (err) return err;
+  return resolve(name, cuda_version, pfn);
+}

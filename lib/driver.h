@@ -1,0 +1,77 @@
+/* The CUDA driver table: the one place that knows entry-point names and the
+ * ABI version each is requested at. Every entry is called through the
+ * PFN_<name>_v<version> typedef of cudaTypedefs.h, so the prototype we call
+ * and the ABI we ask cuGetProcAddress for cannot drift apart. */
+#ifndef UVCUDA_DRIVER_H
+#define UVCUDA_DRIVER_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+/* CUDA 13.2's cuLaunchHostFunc_v2 is not in the 13.0 headers. */
+typedef CUresult(CUDAAPI *PFN_cuLaunchHostFunc_v13020)(CUstream, CUhostFn,
+                                                      void *, unsigned int);
+#define UVCUDA__HOST_TASK_BLOCKING 0u
+#define UVCUDA__HOST_TASK_SPINWAIT 1u
+
+/* XX(name, abi version) for required entry points. */
+#define UVCUDA__DRIVER_REQUIRED(XX)   \
+  XX(cuInit, 2000)                    \
+  XX(cuDriverGetVersion, 2020)        \
+  XX(cuGetErrorName, 6000)            \
+  XX(cuGetErrorString, 6000)          \
+  XX(cuDeviceGet, 2000)               \
+  XX(cuDeviceGetCount, 2000)          \
+  XX(cuDevicePrimaryCtxRetain, 7000)  \
+  XX(cuDevicePrimaryCtxRelease, 11000)\
+  XX(cuCtxGetCurrent, 4000)           \
+  XX(cuCtxSetCurrent, 4000)           \
+  XX(cuStreamGetCtx, 9020)            \
+  XX(cuStreamCreate, 2000)            \
+  XX(cuStreamDestroy, 4000)           \
+  XX(cuStreamQuery, 2000)             \
+  XX(cuStreamSynchronize, 2000)       \
+  XX(cuStreamIsCapturing, 10000)      \
+  XX(cuEventCreate, 2000)             \
+  XX(cuEventRecord, 2000)             \
+  XX(cuEventQuery, 2000)              \
+  XX(cuEventDestroy, 4000)            \
+  XX(cuLaunchHostFunc, 10000)         \
+  XX(cuStreamWriteValue32, 11070)     \
+  XX(cuStreamWriteValue64, 11070)     \
+  XX(cuMemHostAlloc, 2020)            \
+  XX(cuMemFreeHost, 2000)             \
+  XX(cuMemHostGetDevicePointer, 3020) \
+
+/* Optional: resolved only when the driver is new enough. */
+#define UVCUDA__DRIVER_OPTIONAL(XX)   \
+  XX(cuLaunchHostFunc_v2, 13020)      \
+
+#define UVCUDA__MIN_DRIVER_VERSION 12000
+
+struct uvcuda__driver {
+#define UVCUDA__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
+  UVCUDA__DRIVER_REQUIRED(UVCUDA__DRV_FIELD)
+#undef UVCUDA__DRV_FIELD
+  PFN_cuLaunchHostFunc_v13020 cuLaunchHostFunc_v2;
+  PFN_cuGetProcAddress_v12000 cuGetProcAddress;
+  void *handle;
+  int version;
+};
+
+/* Filled once by uvcuda_driver_load(); read-only afterwards. */
+extern struct uvcuda__driver uvcuda__drv;
+
+/* Capability bits from the one-time probe. */
+struct uvcuda__caps {
+  int memops32, memops64, host_task_sync, device_count;
+};
+const struct uvcuda__caps *uvcuda__driver_caps(void);
+
+/* Number of entries in the table (tests compare it with what resolved). */
+int uvcuda__driver_table_size(void);
+const char *uvcuda__driver_table_name(int i);
+int uvcuda__driver_table_version(int i);
+int uvcuda__driver_table_resolved(int i);
+
+#endif

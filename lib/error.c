@@ -1,0 +1,57 @@
+/* Error names and messages, from one table (as libuv's uv-common.c). */
+#include "internal.h"
+
+#include <stdio.h>
+
+int uvcuda__from_cuda(CUresult r) {
+  return r == CUDA_SUCCESS ? 0 : UVCUDA_ECUDA(r);
+}
+
+/* A device op may return a CUresult (positive) or a uvcuda error. */
+int uvcuda__op_result(int r) {
+  if (r > 0) return r < 10000 ? UVCUDA_ECUDA(r) : UVCUDA_EINVAL;
+  return r;
+}
+
+int uvcuda_cuda_result(int err) {
+  int r = UVCUDA_ECUDA_BASE - err;
+  return (err < UVCUDA_ECUDA_BASE && r > 0 && r < 10000) ? r : 0;
+}
+
+static const char *cuda_text(int r, int want_name) {
+  const char *s = NULL;
+  if (uvcuda__driver_loaded()) {
+    if (want_name)
+      uvcuda__drv.cuGetErrorName((CUresult)r, &s);
+    else
+      uvcuda__drv.cuGetErrorString((CUresult)r, &s);
+  }
+  if (s != NULL) return s;
+  return want_name ? "CUDA_ERROR" : "CUDA driver error (code not known to the driver)";
+}
+
+const char *uvcuda_strerror(int err) {
+  int r;
+  switch (err) {
+#define UVCUDA__STRERROR(name, val, msg) case UVCUDA_##name: return msg;
+    UVCUDA_ERRNO_MAP(UVCUDA__STRERROR)
+#undef UVCUDA__STRERROR
+  }
+  r = uvcuda_cuda_result(err);
+  if (r) return cuda_text(r, 0);
+  if (err == 0) return "success";
+  return uv_strerror(err);
+}
+
+const char *uvcuda_err_name(int err) {
+  int r;
+  switch (err) {
+#define UVCUDA__ERRNAME(name, val, msg) case UVCUDA_##name: return "UVCUDA_" #name;
+    UVCUDA_ERRNO_MAP(UVCUDA__ERRNAME)
+#undef UVCUDA__ERRNAME
+  }
+  r = uvcuda_cuda_result(err);
+  if (r) return cuda_text(r, 1);
+  if (err == 0) return "OK";
+  return uv_err_name(err);
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds uvcuda and runs the CPU test suites (unit, sim; gpu shows as
+# skipped without a GPU). Installs what it needs on Debian/Ubuntu (as root).
+#   test/ci.sh            # plain build + all suites
+#   UVCUDA_CI_SANITIZE=0 test/ci.sh   # skip the ASan/UBSan pass
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v meson >/dev/null || need+=(meson)
+command -v ninja >/dev/null || need+=(ninja-build)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+pkg-config --exists 'libuv >= 1.44' 2>/dev/null || need+=(libuv1-dev)
+pkg-config --exists cmocka 2>/dev/null || need+=(libcmocka-dev)
+if ((${#need[@]})); then
+  if [ "$(id -u)" != 0 ]; then echo "missing: ${need[*]} (run as root to install)" >&2; exit 1; fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+build=${UVCUDA_BUILD_DIR:-build}
+rm -rf "$build"
+meson setup "$build" --werror -Dtests=enabled -Dgpu_tests=enabled
+meson compile -C "$build"
+[ "${UVCUDA_SKIP_TESTS:-0}" = 1 ] && exit 0
+meson test -C "$build" -v --print-errorlogs --num-processes 2
+
+if [ "${UVCUDA_CI_SANITIZE:-1}" = 1 ]; then
+  rm -rf "$build-asan"
+  meson setup "$build-asan" --werror -Dtests=enabled -Db_sanitize=address,undefined -Db_lundef=false
+  meson compile -C "$build-asan"
+  UVCUDA_TEST_SLOW=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C "$build-asan" -v --print-errorlogs --num-processes 2 --suite unit --suite sim
+fi

@@ -1,0 +1,101 @@
+/*
+ * simcuda.h - test-control API of the SIMULATED CUDA driver (libsimcuda).
+ *
+ * libsimcuda stands in for libcuda.so.1 in uvcuda's tests. It is a
+ * simulation: there is no GPU behind it, and nothing it reports (timings,
+ * device names, attributes) is a GPU measurement. See README.md.
+ *
+ * A test points UVCUDA_LIBCUDA at libsimcuda.so, so uvcuda dlopen()s it and
+ * resolves every driver entry point through cuGetProcAddress_v2; the test
+ * also links libsimcuda directly for the functions below. Both reach the
+ * same loaded object. All functions here are thread-safe; none may be called
+ * from inside a host function or stream callback that the simulation runs
+ * (the same rule the real driver has for its own API).
+ */
+#ifndef SIMCUDA_H
+#define SIMCUDA_H
+
+#include <stdint.h>
+
+#include <cuda.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SIMCUDA_API __attribute__((visibility("default")))
+#else
+#define SIMCUDA_API
+#endif
+
+/* cuLaunchHostFunc_v2 (CUDA 13.2 ABI, absent from the 13.0 header). The
+ * simulation offers it through cuGetProcAddress only when the simulated
+ * driver version is >= 13020. */
+#define SIMCUDA_HOST_TASK_BLOCKING 0 /* CU_HOST_TASK_BLOCKING */
+#define SIMCUDA_HOST_TASK_SPINWAIT 1 /* CU_HOST_TASK_SPINWAIT */
+typedef CUresult(CUDAAPI *simcuda_pfn_cuLaunchHostFunc_v2)(
+    CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode);
+
+/* Always 1: lets a test assert it is talking to the simulation. */
+SIMCUDA_API int simcuda_is_simulation(void);
+
+/* Version reported by cuDriverGetVersion; cuGetProcAddress refuses newer
+ * requests (CUDA_ERROR_INVALID_VALUE) and hides entries newer than it. */
+SIMCUDA_API void simcuda_set_driver_version(int version);
+
+/* Number of simulated devices, 0..8. Only honoured before cuInit. */
+SIMCUDA_API void simcuda_set_device_count(int n);
+
+/* The named entry point (its cuGetProcAddress name, e.g.
+ * "cuStreamWriteValue64", "cuLaunchHostFunc", "cuInit") returns `result`
+ * for its next `count` calls without doing anything; count < 0 means until
+ * cleared. count == 0 or result == CUDA_SUCCESS clears it. */
+SIMCUDA_API void simcuda_fail(const char *entry, CUresult result, int count);
+
+/* cuGetProcAddress reports the named entry as not found (status 1). */
+SIMCUDA_API void simcuda_hide(const char *entry);
+
+/* Clears every fail and hide setting (including those from the
+ * environment). Sticky context faults are not touched: those end only when
+ * the last primary-context retain is released, as on the real driver. */
+SIMCUDA_API void simcuda_clear_failures(void);
+
+/* Enqueue a simulated kernel that keeps the stream busy for ns. Same
+ * handle rules and errors as cuLaunchKernel. */
+SIMCUDA_API CUresult simcuda_enqueue_work(CUstream s, uint64_t ns);
+
+/* Enqueue an op that, when the stream reaches it, puts the stream's
+ * context into the sticky error `code` (e.g. CUDA_ERROR_ILLEGAL_ADDRESS). */
+SIMCUDA_API CUresult simcuda_enqueue_fault(CUstream s, CUresult code);
+
+/* Host functions (cuLaunchHostFunc and cuLaunchHostFunc_v2) run so far.
+ * cuStreamAddCallback callbacks are not counted. */
+SIMCUDA_API uint64_t simcuda_hostfn_count(void);
+
+/* cuLaunchHostFunc_v2 functions run so far with the given sync mode
+ * (SIMCUDA_HOST_TASK_BLOCKING or SIMCUDA_HOST_TASK_SPINWAIT). */
+SIMCUDA_API uint64_t simcuda_hostfn_v2_count(int sync_mode);
+
+/* cuStreamWriteValue32/64 writes that actually landed. */
+SIMCUDA_API uint64_t simcuda_memop_count(void);
+
+/* Calls made to a named entry point so far (all ABI versions together,
+ * including calls refused by simcuda_fail). Unknown names give 0. */
+SIMCUDA_API uint64_t simcuda_call_count(const char *entry);
+
+/* Streams made by cuStreamCreate whose worker has not yet exited and freed
+ * them (a destroyed stream counts until its queued work has drained).
+ * Per-context default streams are not counted. */
+SIMCUDA_API int simcuda_live_streams(void);
+
+/* Wait until every stream's queue is empty, nothing is executing, and every
+ * destroyed stream has been freed. Blocks for as long as some stream waits
+ * on a cuStreamWaitValue32 that nobody satisfies. */
+SIMCUDA_API void simcuda_quiesce(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIMCUDA_H */

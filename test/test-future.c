@@ -1,0 +1,784 @@
+/* Device futures on a libuv loop: states, spin, precise completion, order,
+ * reuse, errors, capture, threads, close. Built once, run in the `sim`
+ * suite (simulated driver) and the `gpu` suite (real driver; skipped, exit
+ * 77, where there is none). Every case runs under each strategy given. */
+#include "tu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int want_real;
+
+typedef struct {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+} env_t;
+
+static uvcuda_completion_t strategy_of(void **state) {
+  return (uvcuda_completion_t)(uintptr_t)*state;
+}
+
+static void env_init(env_t *e, void **state, int spin_us) {
+  uvcuda_options_t o;
+  uvcuda_options_init(&o);
+  o.completion = strategy_of(state);
+  o.spin_budget_us = spin_us;
+  assert_int_equal(uv_loop_init(&e->uv), 0);
+  TU_OK(uvcuda_loop_init(&e->uv, &e->ul, &o));
+}
+
+static void env_close(env_t *e) {
+  tu_loop_close(&e->uv, &e->ul);
+  assert_int_equal(uv_loop_close(&e->uv), 0);
+}
+
+static uvcuda_stats_t stats_of(env_t *e) {
+  uvcuda_stats_t s;
+  TU_OK(uvcuda_loop_stats(&e->ul, &s));
+  return s;
+}
+
+/* ---- common callbacks ---- */
+
+typedef struct {
+  int calls;
+  int status;
+  int closed;
+  uint64_t t_ns;
+} rec_t;
+
+static void on_done(uvcuda_future_t *f, int status) {
+  rec_t *r = f->data;
+  r->calls++;
+  r->status = status;
+  r->t_ns = tu_now_ns();
+}
+
+static void on_closed(uvcuda_future_t *f) {
+  rec_t *r = f->data;
+  r->closed++;
+}
+
+static uint64_t op_ns;
+static int op_sleep(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  tu_sleep((CUstream)s, op_ns);
+  return 0;
+}
+
+static void close_future(env_t *e, uvcuda_future_t *f) {
+  rec_t *r = f->data;
+  int before = r->closed;
+  TU_OK(uvcuda_future_close(f, on_closed));
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->closed, before + 1);
+}
+
+/* ---- states and spin ---- */
+
+static void short_op_completes_while_spinning(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  CUstream s;
+  uvcuda_stats_t st;
+
+  /* A generous budget: the simulation's worker threads wake in tens of µs. */
+  env_init(&e, state, 200000);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  op_ns = 1000;
+  TU_OK(uvcuda_future_start(&f, s, op_sleep, on_done));
+  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_SPINNING);
+  assert_int_equal(r.calls, 0); /* never from inside start */
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(r.status, 0);
+  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_IDLE);
+  st = stats_of(&e);
+  assert_int_equal(st.completed_spin, 1);
+  assert_int_equal(st.started, 1);
+  close_future(&e, &f);
+  tu_stream_destroy(s);
+  env_close(&e);
+}
+
+static void long_op_completes_armed(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  CUstream s;
+  uvcuda_stats_t st;
+  uvcuda_completion_t c = strategy_of(state);
+  uint64_t t0;
+
+  env_init(&e, state, 20);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  op_ns = 30 * 1000 * 1000; /* 30 ms: well past the spin budget */
+  t0 = tu_now_ns();
+  TU_OK(uvcuda_future_start(&f, s, op_sleep, on_done));
+  tu_run(&e.uv, 10000);
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(r.status, 0);
+  assert_true(r.t_ns - t0 >= 30 * 1000 * 1000ull);
+  st = stats_of(&e);
+  assert_int_equal(st.completed_spin, 0);
+  if (c == UVCUDA_COMPLETION_HOSTFN) {
+    assert_int_equal(st.completed_hostfn, 1);
+    assert_true(st.hostfn_wakeups >= 1);
+  } else if (c == UVCUDA_COMPLETION_POLL) {
+    assert_int_equal(st.completed_poll, 1);
+  } else {
+    assert_int_equal(st.completed_reactor, 1);
+    assert_true(st.reactor_wakeups >= 1);
+  }
+  close_future(&e, &f);
+  tu_stream_destroy(s);
+  env_close(&e);
+}
+
+static void no_spin_goes_straight_to_armed(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  CUstream s;
+  tu_gate_t g;
+
+  env_init(&e, state, 0);
+  assert_int_equal(uvcuda_loop_spin_budget_ns(&e.ul), 0);
+  s = tu_stream();
+  tu_gate_init(&g);
+  tu_gate_hold(&g, s);
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
+  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_ARMED);
+  assert_true(uvcuda_future_is_active(&f));
+  uv_run(&e.uv, UV_RUN_NOWAIT);
+  assert_int_equal(r.calls, 0);
+  tu_gate_open(&g);
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(r.status, 0);
+  assert_false(uvcuda_future_is_active(&f));
+  close_future(&e, &f);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  env_close(&e);
+}
+
+/* The loop keeps running only while a future is pending. */
+static void loop_alive_only_while_pending(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  CUstream s;
+  double ms;
+
+  env_init(&e, state, 20);
+  ms = tu_run(&e.uv, 1000); /* nothing pending: returns at once */
+  assert_true(ms < 500);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  ms = tu_run(&e.uv, 1000); /* an idle future does not hold the loop */
+  assert_true(ms < 500);
+  op_ns = 20 * 1000 * 1000;
+  TU_OK(uvcuda_future_start(&f, s, op_sleep, on_done));
+  ms = tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 1);
+  assert_true(ms >= 19.0);
+  close_future(&e, &f);
+  tu_stream_destroy(s);
+  env_close(&e);
+}
+
+/* ---- precise completion and order ---- */
+
+static void precise_despite_later_work(void **state) {
+  env_t e;
+  uvcuda_future_t f1, f2;
+  rec_t r1 = {0}, r2 = {0};
+  CUstream s;
+  tu_gate_t g;
+
+  env_init(&e, state, 20);
+  s = tu_stream();
+  tu_gate_init(&g);
+  TU_OK(uvcuda_future_init(&e.ul, &f1));
+  TU_OK(uvcuda_future_init(&e.ul, &f2));
+  f1.data = &r1;
+  f2.data = &r2;
+  op_ns = 1000;
+  TU_OK(uvcuda_future_start(&f1, s, op_sleep, on_done));
+  tu_gate_hold(&g, s); /* work after f1's marker that never finishes */
+  TU_OK(uvcuda_future_start(&f2, s, NULL, on_done));
+  assert_int_equal(tu_run_until(&e.uv, &r1.calls, 5000), 0);
+  assert_int_equal(r1.status, 0);
+  assert_int_equal(r2.calls, 0);
+  assert_int_equal(tu.cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  tu_gate_open(&g);
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r2.calls, 1);
+  assert_int_equal(r2.status, 0);
+  close_future(&e, &f1);
+  close_future(&e, &f2);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  env_close(&e);
+}
+
+#define NSTREAMS 8
+#define NFUT 1000
+
+typedef struct {
+  uvcuda_future_t f;
+  int stream;
+  int index;
+  int calls;
+  int status;
+} ord_t;
+
+static int next_expected[NSTREAMS];
+static int order_errors;
+static int done_total;
+
+static void on_ordered(uvcuda_future_t *f, int status) {
+  ord_t *o = f->data;
+  o->calls++;
+  o->status = status;
+  if (next_expected[o->stream] != o->index) order_errors++;
+  next_expected[o->stream] = o->index + 1;
+  done_total++;
+}
+
+static int op_tiny(uvcuda_future_t *f, uvcuda_stream_t s) {
+  ord_t *o = f->data;
+  tu_sleep((CUstream)s, (uint64_t)(o->index % 7) * 2000);
+  return 0;
+}
+
+static void many_futures_in_stream_order(void **state) {
+  env_t e;
+  CUstream s[NSTREAMS];
+  ord_t *o = calloc(NFUT, sizeof(*o));
+  int i, per[NSTREAMS] = {0};
+
+  assert_non_null(o);
+  env_init(&e, state, 20);
+  for (i = 0; i < NSTREAMS; i++) s[i] = tu_stream();
+  memset(next_expected, 0, sizeof(next_expected));
+  order_errors = done_total = 0;
+  for (i = 0; i < NFUT; i++) {
+    o[i].stream = i % NSTREAMS;
+    o[i].index = per[o[i].stream]++;
+    TU_OK(uvcuda_future_init(&e.ul, &o[i].f));
+    o[i].f.data = &o[i];
+    TU_OK(uvcuda_future_start(&o[i].f, s[o[i].stream], op_tiny, on_ordered));
+  }
+  tu_run(&e.uv, 30000);
+  assert_int_equal(done_total, NFUT);
+  assert_int_equal(order_errors, 0);
+  for (i = 0; i < NFUT; i++) {
+    assert_int_equal(o[i].calls, 1);
+    assert_int_equal(o[i].status, 0);
+    TU_OK(uvcuda_future_close(&o[i].f, NULL));
+  }
+  tu_run(&e.uv, 5000);
+  for (i = 0; i < NSTREAMS; i++) tu_stream_destroy(s[i]);
+  env_close(&e);
+  free(o);
+}
+
+/* ---- reuse and chaining ---- */
+
+typedef struct {
+  uvcuda_future_t f, g;
+  int restarts, chained, g_status;
+  CUstream s;
+} chain_t;
+
+static void on_g(uvcuda_future_t *g, int status) {
+  chain_t *c = g->data;
+  c->chained++;
+  c->g_status = status;
+}
+
+static void on_again(uvcuda_future_t *f, int status) {
+  chain_t *c = f->data;
+  assert_int_equal(status, 0);
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_IDLE);
+  if (++c->restarts < 10) {
+    TU_OK(uvcuda_future_start(f, c->s, op_sleep, on_again));
+  } else {
+    TU_OK(uvcuda_future_start(&c->g, c->s, NULL, on_g)); /* chain */
+  }
+}
+
+static void reuse_and_chain(void **state) {
+  env_t e;
+  chain_t c;
+
+  memset(&c, 0, sizeof(c));
+  env_init(&e, state, 20);
+  c.s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &c.f));
+  TU_OK(uvcuda_future_init(&e.ul, &c.g));
+  c.f.data = c.g.data = &c;
+  op_ns = 50000;
+  TU_OK(uvcuda_future_start(&c.f, c.s, op_sleep, on_again));
+  tu_run(&e.uv, 10000);
+  assert_int_equal(c.restarts, 10);
+  assert_int_equal(c.chained, 1);
+  assert_int_equal(c.g_status, 0);
+  assert_int_equal(stats_of(&e).started, 11);
+  TU_OK(uvcuda_future_close(&c.f, NULL));
+  TU_OK(uvcuda_future_close(&c.g, NULL));
+  tu_run(&e.uv, 5000);
+  tu_stream_destroy(c.s);
+  env_close(&e);
+}
+
+/* ---- errors ---- */
+
+static int op_ret;
+static int op_fail(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  (void)s;
+  return op_ret;
+}
+
+static void op_errors_reach_the_callback(void **state) {
+  static const int rets[] = {UVCUDA_ENOMEM, (int)CUDA_ERROR_OUT_OF_MEMORY, -77};
+  static const int want[] = {UVCUDA_ENOMEM, UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY), -77};
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r;
+  CUstream s;
+  unsigned i;
+
+  env_init(&e, state, 20);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  for (i = 0; i < sizeof(rets) / sizeof(rets[0]); i++) {
+    memset(&r, 0, sizeof(r));
+    f.data = &r;
+    op_ret = rets[i];
+    TU_OK(uvcuda_future_start(&f, s, op_fail, on_done));
+    assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_FAILED);
+    assert_int_equal(r.calls, 0);
+    tu_run(&e.uv, 5000);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.status, want[i]);
+  }
+  assert_int_equal(uvcuda_cuda_result(r.status), 0);
+  assert_int_equal(stats_of(&e).failed, 3);
+  f.data = &r;
+  close_future(&e, &f);
+  tu_stream_destroy(s);
+  env_close(&e);
+}
+
+/* NULL stream with no current context: the driver's error, as a value. */
+static void driver_error_reaches_the_callback(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+
+  env_init(&e, state, 20);
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  TU_CU(tu.cuCtxSetCurrent(NULL));
+  TU_OK(uvcuda_future_start(&f, NULL, NULL, on_done));
+  TU_CU(tu.cuCtxSetCurrent(tu_ctx));
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(uvcuda_cuda_result(r.status), CUDA_ERROR_INVALID_CONTEXT);
+  assert_string_equal(uvcuda_err_name(r.status), "CUDA_ERROR_INVALID_CONTEXT");
+  close_future(&e, &f);
+  env_close(&e);
+}
+
+static void capturing_stream_is_refused(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  CUstream s;
+  CUstreamCaptureStatus cs;
+  CUgraph graph = NULL;
+
+  env_init(&e, state, 20);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  TU_CU(tu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  op_ret = 0;
+  TU_OK(uvcuda_future_start(&f, s, op_fail, on_done));
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(r.status, UVCUDA_ECAPTURING);
+  TU_CU(tu.cuStreamIsCapturing(s, &cs));
+  assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE); /* left intact */
+  TU_CU(tu.cuStreamEndCapture(s, &graph));
+  if (graph) tu.cuGraphDestroy(graph);
+  /* The same stream works once the capture ended. */
+  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 2);
+  assert_int_equal(r.status, 0);
+  close_future(&e, &f);
+  tu_stream_destroy(s);
+  env_close(&e);
+}
+
+/* The caller's context is restored; the stream's is current for the op. */
+static CUcontext seen_in_op;
+static int op_see_ctx(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  (void)s;
+  tu.cuCtxGetCurrent(&seen_in_op);
+  return 0;
+}
+
+static void stream_context_made_current(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  CUstream s;
+  CUcontext cur = (CUcontext)1;
+
+  env_init(&e, state, 20);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  TU_CU(tu.cuCtxSetCurrent(NULL));
+  seen_in_op = NULL;
+  TU_OK(uvcuda_future_start(&f, s, op_see_ctx, on_done));
+  TU_CU(tu.cuCtxGetCurrent(&cur));
+  assert_null(cur);
+  assert_ptr_equal(seen_in_op, tu_ctx);
+  tu_run(&e.uv, 5000);
+  TU_CU(tu.cuCtxSetCurrent(tu_ctx));
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(r.status, 0);
+  close_future(&e, &f);
+  tu_stream_destroy(s);
+  env_close(&e);
+}
+
+/* ---- misuse ---- */
+
+typedef struct {
+  env_t *e;
+  uvcuda_future_t *f;
+  int start, close, init, lclose, stats;
+} foreign_t;
+
+static void *foreign_thread(void *arg) {
+  foreign_t *x = arg;
+  uvcuda_future_t g;
+  uvcuda_stats_t st;
+  x->start = uvcuda_future_start(x->f, NULL, NULL, on_done);
+  x->close = uvcuda_future_close(x->f, NULL);
+  x->init = uvcuda_future_init(&x->e->ul, &g);
+  x->lclose = uvcuda_loop_close(&x->e->ul, NULL);
+  x->stats = uvcuda_loop_stats(&x->e->ul, &st);
+  return NULL;
+}
+
+static void calls_from_another_thread_fail(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  foreign_t x;
+  pthread_t t;
+
+  env_init(&e, state, 20);
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  x.e = &e;
+  x.f = &f;
+  assert_int_equal(pthread_create(&t, NULL, foreign_thread, &x), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(x.start, UVCUDA_EWRONGTHREAD);
+  assert_int_equal(x.close, UVCUDA_EWRONGTHREAD);
+  assert_int_equal(x.init, UVCUDA_EWRONGTHREAD);
+  assert_int_equal(x.lclose, UVCUDA_EWRONGTHREAD);
+  assert_int_equal(x.stats, UVCUDA_EWRONGTHREAD);
+  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_IDLE);
+  close_future(&e, &f);
+  assert_int_equal(r.calls, 0);
+  env_close(&e);
+}
+
+static void misuse_returns_errors(void **state) {
+  env_t e;
+  uvcuda_future_t f, z;
+  rec_t r = {0};
+  CUstream s;
+  tu_gate_t g;
+
+  env_init(&e, state, 20);
+  s = tu_stream();
+  tu_gate_init(&g);
+  assert_int_equal(uvcuda_future_init(NULL, &f), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_future_init(&e.ul, NULL), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_future_start(NULL, s, NULL, on_done), UVCUDA_EINVAL);
+  memset(&z, 0, sizeof(z));
+  assert_int_equal(uvcuda_future_start(&z, s, NULL, on_done), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_future_close(&z, NULL), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_future_close(NULL, NULL), UVCUDA_EINVAL);
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  assert_int_equal(uvcuda_future_start(&f, s, NULL, NULL), UVCUDA_EINVAL);
+  tu_gate_hold(&g, s);
+  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
+  assert_int_equal(uvcuda_future_start(&f, s, NULL, on_done), UVCUDA_EBUSY);
+  assert_int_equal(uvcuda_loop_close(&e.ul, NULL), UVCUDA_EBUSY);
+  tu_gate_open(&g);
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 1);
+  TU_OK(uvcuda_future_close(&f, on_closed));
+  assert_int_equal(uvcuda_future_close(&f, on_closed), UVCUDA_ECLOSING);
+  assert_int_equal(uvcuda_future_start(&f, s, NULL, on_done), UVCUDA_ECLOSING);
+  assert_int_equal(r.closed, 0); /* not from inside close */
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.closed, 1);
+  assert_int_equal(uvcuda_future_start(&f, s, NULL, on_done), UVCUDA_ECLOSING);
+  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_CLOSED);
+  assert_int_equal(r.calls, 1);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  env_close(&e);
+  assert_int_equal(uvcuda_loop_close(&e.ul, NULL), UVCUDA_ENOTINIT);
+}
+
+/* ---- close at every state ---- */
+
+static void close_at_every_state(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r;
+  CUstream s;
+  tu_gate_t g;
+  int spin;
+
+  for (spin = 0; spin < 2; spin++) {
+    /* spin 0: budget 0, the future is ARMED; spin 1: long budget, SPINNING */
+    env_init(&e, state, spin ? 1000000 : 0);
+    s = tu_stream();
+    tu_gate_init(&g);
+
+    /* IDLE: close_cb only */
+    memset(&r, 0, sizeof(r));
+    TU_OK(uvcuda_future_init(&e.ul, &f));
+    f.data = &r;
+    close_future(&e, &f);
+    assert_int_equal(r.calls, 0);
+
+    /* SPINNING or ARMED, GPU work held: cancelled, then close_cb */
+    memset(&r, 0, sizeof(r));
+    TU_OK(uvcuda_future_init(&e.ul, &f));
+    f.data = &r;
+    tu_gate_hold(&g, s);
+    TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
+    assert_int_equal(uvcuda_future_state(&f),
+                     spin ? UVCUDA_FUTURE_SPINNING : UVCUDA_FUTURE_ARMED);
+    TU_OK(uvcuda_future_close(&f, on_closed));
+    assert_int_equal(r.calls, 0);
+    assert_int_equal(r.closed, 0);
+    tu_run(&e.uv, 5000);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.status, UVCUDA_ECANCELED);
+    assert_int_equal(r.closed, 1);
+    /* Poison the future's memory: nothing may touch it any more. */
+    memset(&f, 0xa5, sizeof(f));
+    tu_gate_open(&g);
+    TU_CU(tu.cuStreamSynchronize(s));
+
+    /* FAILED, queued for delivery: cancelled */
+    memset(&r, 0, sizeof(r));
+    TU_OK(uvcuda_future_init(&e.ul, &f));
+    f.data = &r;
+    op_ret = UVCUDA_ENOMEM;
+    TU_OK(uvcuda_future_start(&f, s, op_fail, on_done));
+    TU_OK(uvcuda_future_close(&f, on_closed));
+    tu_run(&e.uv, 5000);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.status, UVCUDA_ECANCELED);
+    assert_int_equal(r.closed, 1);
+    assert_int_equal(stats_of(&e).cancelled, 2);
+
+    tu_stream_destroy(s);
+    tu_gate_free(&g);
+    env_close(&e);
+  }
+}
+
+/* Close from inside its own callback. */
+static void on_done_close(uvcuda_future_t *f, int status) {
+  on_done(f, status);
+  TU_OK(uvcuda_future_close(f, on_closed));
+}
+
+static void close_from_callback(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  CUstream s;
+
+  env_init(&e, state, 20);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  TU_OK(uvcuda_future_start(&f, s, NULL, on_done_close));
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(r.closed, 1);
+  tu_stream_destroy(s);
+  env_close(&e);
+}
+
+/* Loop close while a closed future's GPU write is still due: close_cb
+ * waits for it instead of freeing the counter under the GPU. */
+static int lclosed;
+static void on_lclosed(uvcuda_loop_t *ul) {
+  (void)ul;
+  lclosed++;
+}
+
+static void loop_close_waits_for_gpu_writes(void **state) {
+  env_t e;
+  uvcuda_future_t f;
+  rec_t r = {0};
+  CUstream s;
+  tu_gate_t g;
+
+  env_init(&e, state, 20);
+  s = tu_stream();
+  tu_gate_init(&g);
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  tu_gate_hold(&g, s);
+  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
+  close_future(&e, &f);
+  assert_int_equal(r.status, UVCUDA_ECANCELED);
+  lclosed = 0;
+  TU_OK(uvcuda_loop_close(&e.ul, on_lclosed));
+  assert_int_equal(uvcuda_loop_close(&e.ul, on_lclosed), UVCUDA_ECLOSING);
+  uv_run(&e.uv, UV_RUN_NOWAIT);
+  uv_run(&e.uv, UV_RUN_NOWAIT);
+  if (strategy_of(state) != UVCUDA_COMPLETION_HOSTFN)
+    assert_int_equal(lclosed, 0); /* the counter write is still due */
+  tu_gate_open(&g);
+  tu_run(&e.uv, 5000);
+  assert_int_equal(lclosed, 1);
+  assert_int_equal(uv_loop_close(&e.uv), 0);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+}
+
+/* ---- several loops on several threads ---- */
+
+typedef struct {
+  uvcuda_completion_t c;
+  int done, errors;
+} thr_t;
+
+static void on_thr(uvcuda_future_t *f, int status) {
+  thr_t *t = f->data;
+  if (status != 0) t->errors++;
+  t->done++;
+}
+
+static void *loop_thread(void *arg) {
+  thr_t *t = arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t *fs = calloc(200, sizeof(*fs));
+  CUstream s;
+  int i;
+
+  tu.cuCtxSetCurrent(tu_ctx);
+  uvcuda_options_init(&o);
+  o.completion = t->c;
+  uv_loop_init(&uv);
+  if (uvcuda_loop_init(&uv, &ul, &o) != 0) {
+    t->errors = 1000;
+    free(fs);
+    return NULL;
+  }
+  tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  for (i = 0; i < 200; i++) {
+    uvcuda_future_init(&ul, &fs[i]);
+    fs[i].data = t;
+    if (uvcuda_future_start(&fs[i], s, NULL, on_thr) != 0) t->errors++;
+  }
+  uv_run(&uv, UV_RUN_DEFAULT);
+  for (i = 0; i < 200; i++) uvcuda_future_close(&fs[i], NULL);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uvcuda_loop_close(&ul, NULL) != 0) t->errors++;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uv_loop_close(&uv) != 0) t->errors++;
+  tu.cuStreamSynchronize(s);
+  tu.cuStreamDestroy(s);
+  free(fs);
+  return NULL;
+}
+
+static void loops_on_threads(void **state) {
+  thr_t t[3];
+  pthread_t th[3];
+  int i;
+  for (i = 0; i < 3; i++) {
+    memset(&t[i], 0, sizeof(t[i]));
+    t[i].c = strategy_of(state);
+    assert_int_equal(pthread_create(&th[i], NULL, loop_thread, &t[i]), 0);
+  }
+  for (i = 0; i < 3; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(t[i].errors, 0);
+    assert_int_equal(t[i].done, 200);
+  }
+}
+
+#define CASES(c)                                                           \
+  cmocka_unit_test_prestate(short_op_completes_while_spinning, (void *)c), \
+  cmocka_unit_test_prestate(long_op_completes_armed, (void *)c),           \
+  cmocka_unit_test_prestate(no_spin_goes_straight_to_armed, (void *)c),    \
+  cmocka_unit_test_prestate(loop_alive_only_while_pending, (void *)c),     \
+  cmocka_unit_test_prestate(precise_despite_later_work, (void *)c),        \
+  cmocka_unit_test_prestate(many_futures_in_stream_order, (void *)c),      \
+  cmocka_unit_test_prestate(reuse_and_chain, (void *)c),                   \
+  cmocka_unit_test_prestate(op_errors_reach_the_callback, (void *)c),      \
+  cmocka_unit_test_prestate(driver_error_reaches_the_callback, (void *)c), \
+  cmocka_unit_test_prestate(capturing_stream_is_refused, (void *)c),       \
+  cmocka_unit_test_prestate(stream_context_made_current, (void *)c),       \
+  cmocka_unit_test_prestate(calls_from_another_thread_fail, (void *)c),    \
+  cmocka_unit_test_prestate(misuse_returns_errors, (void *)c),             \
+  cmocka_unit_test_prestate(close_at_every_state, (void *)c),              \
+  cmocka_unit_test_prestate(close_from_callback, (void *)c),               \
+  cmocka_unit_test_prestate(loop_close_waits_for_gpu_writes, (void *)c),   \
+  cmocka_unit_test_prestate(loops_on_threads, (void *)c)
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest auto_tests[] = {CASES(UVCUDA_COMPLETION_AUTO)};
+  const struct CMUnitTest hostfn_tests[] = {CASES(UVCUDA_COMPLETION_HOSTFN)};
+  const struct CMUnitTest poll_tests[] = {CASES(UVCUDA_COMPLETION_POLL)};
+  int rc, fails = 0;
+
+  want_real = argc > 1 && strcmp(argv[1], "--gpu") == 0;
+  rc = tu_setup(want_real);
+  if (rc != 0) return rc;
+  fails += cmocka_run_group_tests_name("future/auto", auto_tests, NULL, NULL);
+  fails += cmocka_run_group_tests_name("future/hostfn", hostfn_tests, NULL, NULL);
+  fails += cmocka_run_group_tests_name("future/poll", poll_tests, NULL, NULL);
+  tu_teardown();
+  return fails ? 1 : 0;
+}

@@ -1,0 +1,252 @@
+/* Driver loading against the simulated driver. Each case runs in a fresh
+ * child process, since loading happens once per process; the parent never
+ * touches the driver. */
+#include "tu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "simcuda.h"
+
+/* A child reports the first failed check by its line number. */
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "child check failed: %s (line %d)\n", #cond, __LINE__); \
+      return __LINE__ % 250 + 1;                                      \
+    }                                                                 \
+  } while (0)
+
+static void expect_child(int (*fn)(void *), void *arg) {
+  int rc = tu_in_child(fn, arg);
+  if (rc != 0) fail_msg("child failed with status %d", rc);
+}
+
+static int c_loads(void *arg) {
+  uvcuda_driver_info_t info;
+  int i;
+  void *p;
+  (void)arg;
+  CHECK(uvcuda_driver_load() == 0);
+  CHECK(uvcuda_driver_dlerror() == NULL);
+  CHECK(uvcuda_driver_info(&info) == 0);
+  CHECK(info.simulated == 1);
+  CHECK(info.driver_version == 13000);
+  CHECK(info.device_count == 1);
+  CHECK(info.memops32 == 1 && info.memops64 == 1);
+  CHECK(info.host_task_sync == 0);
+  CHECK(strstr(info.path, "simcuda") != NULL);
+  /* Every required entry resolved, at its table version. */
+  CHECK(uvcuda__drv.cuInit && uvcuda__drv.cuStreamWriteValue64 &&
+        uvcuda__drv.cuStreamIsCapturing && uvcuda__drv.cuMemHostAlloc);
+  CHECK(uvcuda__drv.cuLaunchHostFunc_v2 == NULL);
+  CHECK(uvcuda__driver_table_size() > 20);
+  for (i = 0; i < uvcuda__driver_table_size(); i++) {
+    const char *n = uvcuda__driver_table_name(i);
+    if (strcmp(n, "cuLaunchHostFunc_v2") == 0) {
+      CHECK(!uvcuda__driver_table_resolved(i)); /* 13.0: absent */
+      continue;
+    }
+    CHECK(uvcuda__driver_table_resolved(i));
+    CHECK(uvcuda_driver_symbol(n, uvcuda__driver_table_version(i), &p) == 0);
+    CHECK(p != NULL);
+  }
+  CHECK(uvcuda_driver_symbol("cuNoSuchThing", 12000, &p) == UVCUDA_ENOSYM);
+  CHECK(uvcuda_driver_symbol("cuInit", 99000, &p) == UVCUDA_ENOTSUP);
+  CHECK(uvcuda_driver_symbol("cuInit", 2000, &p) == 0 && p != NULL);
+  /* Names come from the driver once it is loaded. */
+  CHECK(strcmp(uvcuda_err_name(UVCUDA_ECUDA(700)), "CUDA_ERROR_ILLEGAL_ADDRESS") == 0);
+  CHECK(strlen(uvcuda_strerror(UVCUDA_ECUDA(700))) > 5);
+  CHECK(simcuda_call_count("cuInit") == 1);
+  return 0;
+}
+
+static void loads_the_simulated_driver(void **state) {
+  (void)state;
+  expect_child(c_loads, NULL);
+}
+
+static int c_missing(void *arg) {
+  uv_loop_t loop;
+  uvcuda_loop_t ul;
+  (void)arg;
+  setenv("UVCUDA_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+  CHECK(uvcuda_driver_load() == UVCUDA_ENODRIVER);
+  CHECK(uvcuda_driver_dlerror() != NULL);
+  CHECK(strstr(uvcuda_driver_dlerror(), "nonexistent") != NULL);
+  uv_loop_init(&loop);
+  CHECK(uvcuda_loop_init(&loop, &ul, NULL) == UVCUDA_ENODRIVER);
+  uv_loop_close(&loop);
+  return 0;
+}
+
+static void missing_driver(void **state) {
+  (void)state;
+  expect_child(c_missing, NULL);
+}
+
+static int c_not_a_driver(void *arg) {
+  (void)arg;
+  setenv("UVCUDA_LIBCUDA", "libm.so.6", 1); /* loads, but no cuGetProcAddress_v2 */
+  CHECK(uvcuda_driver_load() == UVCUDA_ENOSYM);
+  CHECK(strstr(uvcuda_driver_dlerror(), "cuGetProcAddress_v2") != NULL);
+  return 0;
+}
+
+static void library_without_entry_point(void **state) {
+  (void)state;
+  expect_child(c_not_a_driver, NULL);
+}
+
+static int c_old(void *arg) {
+  (void)arg;
+  setenv("SIMCUDA_DRIVER_VERSION", "11080", 1);
+  CHECK(uvcuda_driver_load() == UVCUDA_EDRIVEROLD);
+  CHECK(strstr(uvcuda_driver_dlerror(), "11080") != NULL);
+  CHECK(strcmp(uvcuda_err_name(UVCUDA_EDRIVEROLD), "UVCUDA_EDRIVEROLD") == 0);
+  return 0;
+}
+
+static void driver_too_old(void **state) {
+  (void)state;
+  expect_child(c_old, NULL);
+}
+
+static int c_missing_required(void *arg) {
+  (void)arg;
+  setenv("SIMCUDA_HIDE", "cuStreamIsCapturing", 1);
+  CHECK(uvcuda_driver_load() == UVCUDA_ENOSYM);
+  CHECK(strstr(uvcuda_driver_dlerror(), "cuStreamIsCapturing") != NULL);
+  return 0;
+}
+
+static void missing_required_symbol(void **state) {
+  (void)state;
+  expect_child(c_missing_required, NULL);
+}
+
+static int c_v2(void *arg) {
+  uvcuda_driver_info_t info;
+  uv_loop_t loop;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  int hide = arg != NULL;
+  setenv("SIMCUDA_DRIVER_VERSION", "13020", 1);
+  if (hide) setenv("SIMCUDA_HIDE", "cuLaunchHostFunc_v2", 1);
+  CHECK(uvcuda_driver_info(&info) == 0);
+  CHECK(info.driver_version == 13020);
+  CHECK(info.host_task_sync == !hide);
+  CHECK((uvcuda__drv.cuLaunchHostFunc_v2 != NULL) == !hide);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_HOSTFN_SPIN;
+  uv_loop_init(&loop);
+  if (hide) {
+    CHECK(uvcuda_loop_init(&loop, &ul, &o) == UVCUDA_ENOTSUP);
+  } else {
+    CHECK(uvcuda_loop_init(&loop, &ul, &o) == 0);
+    CHECK(uvcuda_loop_completion(&ul) == UVCUDA_COMPLETION_HOSTFN_SPIN);
+    CHECK(uvcuda_loop_close(&ul, NULL) == 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  CHECK(uv_loop_close(&loop) == 0);
+  return 0;
+}
+
+static void optional_symbol_present_and_missing(void **state) {
+  (void)state;
+  expect_child(c_v2, NULL);
+  expect_child(c_v2, (void *)1);
+}
+
+static int c_cuinit(void *arg) {
+  (void)arg;
+  setenv("SIMCUDA_FAIL", "cuInit=100", 1);
+  CHECK(uvcuda_driver_load() == UVCUDA_ECUDA(CUDA_ERROR_NO_DEVICE));
+  CHECK(uvcuda_cuda_result(uvcuda_driver_load()) == CUDA_ERROR_NO_DEVICE);
+  CHECK(strstr(uvcuda_driver_dlerror(), "cuInit") != NULL);
+  return 0;
+}
+
+static void failing_cuinit(void **state) {
+  (void)state;
+  expect_child(c_cuinit, NULL);
+}
+
+static int c_no_memops(void *arg) {
+  uvcuda_driver_info_t info;
+  (void)arg;
+  setenv("SIMCUDA_FAIL", "cuStreamWriteValue64=801", 1);
+  CHECK(uvcuda_driver_info(&info) == 0);
+  CHECK(info.memops64 == 0);
+  CHECK(info.memops32 == 1);
+  return 0;
+}
+
+static void memops_are_probed(void **state) {
+  (void)state;
+  expect_child(c_no_memops, NULL);
+}
+
+#define NTHREADS 8
+static int results[NTHREADS];
+static void *load_thread(void *arg) {
+  results[(intptr_t)arg] = uvcuda_driver_load();
+  return NULL;
+}
+
+static int c_concurrent(void *arg) {
+  pthread_t t[NTHREADS];
+  intptr_t i;
+  (void)arg;
+  for (i = 0; i < NTHREADS; i++) pthread_create(&t[i], NULL, load_thread, (void *)i);
+  for (i = 0; i < NTHREADS; i++) pthread_join(t[i], NULL);
+  for (i = 0; i < NTHREADS; i++) CHECK(results[i] == 0);
+  CHECK(simcuda_call_count("cuInit") == 1);
+  CHECK(simcuda_call_count("cuDriverGetVersion") == 1);
+  return 0;
+}
+
+static void concurrent_first_use(void **state) {
+  (void)state;
+  expect_child(c_concurrent, NULL);
+}
+
+static int c_no_device(void *arg) {
+  uvcuda_driver_info_t info;
+  (void)arg;
+  setenv("SIMCUDA_DEVICES", "0", 1);
+  /* As the real driver: cuInit itself reports that there is no device. */
+  CHECK(uvcuda_driver_info(&info) == UVCUDA_ECUDA(CUDA_ERROR_NO_DEVICE));
+  CHECK(info.device_count == 0);
+  CHECK(strcmp(uvcuda_err_name(uvcuda_driver_load()), "CUDA_ERROR") == 0 ||
+        strcmp(uvcuda_err_name(uvcuda_driver_load()), "CUDA_ERROR_NO_DEVICE") == 0);
+  return 0;
+}
+
+static void no_device(void **state) {
+  (void)state;
+  expect_child(c_no_device, NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(loads_the_simulated_driver),
+      cmocka_unit_test(missing_driver),
+      cmocka_unit_test(library_without_entry_point),
+      cmocka_unit_test(driver_too_old),
+      cmocka_unit_test(missing_required_symbol),
+      cmocka_unit_test(optional_symbol_present_and_missing),
+      cmocka_unit_test(failing_cuinit),
+      cmocka_unit_test(memops_are_probed),
+      cmocka_unit_test(concurrent_first_use),
+      cmocka_unit_test(no_device),
+  };
+  if (getenv("UVCUDA_LIBCUDA") == NULL) {
+    fprintf(stderr, "UVCUDA_LIBCUDA must name the simulated driver\n");
+    return 1;
+  }
+  return cmocka_run_group_tests_name("loader", tests, NULL, NULL);
+}

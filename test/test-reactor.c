@@ -1,0 +1,387 @@
+/* The reactor and timelines at scale, fault handling and reactor lifetime.
+ * Runs in the `sim` suite and, with --gpu, in the `gpu` suite. Cases that
+ * fault a context run in a child process: CUDA context errors are sticky. */
+#include "tu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int want_real;
+
+/* Sanitizer and valgrind runs are slower; only the time bound relaxes. */
+static double slow_factor(void) {
+  const char *s = getenv("UVCUDA_TEST_SLOW");
+  return s && *s ? 50.0 : 1.0;
+}
+
+static void loop_init_with(uv_loop_t *uv, uvcuda_loop_t *ul,
+                           uvcuda_completion_t c, int spin_us) {
+  uvcuda_options_t o;
+  uvcuda_options_init(&o);
+  o.completion = c;
+  o.spin_budget_us = spin_us;
+  assert_int_equal(uv_loop_init(uv), 0);
+  TU_OK(uvcuda_loop_init(uv, ul, &o));
+}
+
+static void loop_fini(uv_loop_t *uv, uvcuda_loop_t *ul) {
+  tu_loop_close(uv, ul);
+  assert_int_equal(uv_loop_close(uv), 0);
+}
+
+/* ---- 100,000 in flight over 64 streams ---- */
+
+#define BIG_STREAMS 64
+#define BIG_N 100000
+
+typedef struct {
+  uvcuda_future_t f;
+  int stream, index, calls, status;
+} item_t;
+
+static int expect_next[BIG_STREAMS], misorder, ndone;
+
+static void on_item(uvcuda_future_t *f, int status) {
+  item_t *it = f->data;
+  it->calls++;
+  it->status = status;
+  if (expect_next[it->stream] != it->index) misorder++;
+  expect_next[it->stream] = it->index + 1;
+  ndone++;
+}
+
+static void run_many(uvcuda_completion_t c, int n) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  CUstream s[BIG_STREAMS];
+  item_t *it = calloc((size_t)n, sizeof(*it));
+  int i, per[BIG_STREAMS] = {0};
+  uvcuda_stats_t st;
+  tu_gate_t g;
+
+  assert_non_null(it);
+  loop_init_with(&uv, &ul, c, 20);
+  tu_gate_init(&g);
+  for (i = 0; i < BIG_STREAMS; i++) {
+    s[i] = tu_stream();
+    tu_gate_hold(&g, s[i]); /* all n are in flight before any completes */
+  }
+  memset(expect_next, 0, sizeof(expect_next));
+  misorder = ndone = 0;
+  for (i = 0; i < n; i++) {
+    it[i].stream = i % BIG_STREAMS;
+    it[i].index = per[it[i].stream]++;
+    TU_OK(uvcuda_future_init(&ul, &it[i].f));
+    it[i].f.data = &it[i];
+    TU_OK(uvcuda_future_start(&it[i].f, s[it[i].stream], NULL, on_item));
+  }
+  uv_run(&uv, UV_RUN_NOWAIT);
+  assert_int_equal(ndone, 0);
+  tu_gate_open(&g);
+  tu_run(&uv, 120000);
+  assert_int_equal(ndone, n);
+  assert_int_equal(misorder, 0);
+  for (i = 0; i < n; i++) {
+    assert_int_equal(it[i].calls, 1);
+    assert_int_equal(it[i].status, 0);
+    TU_OK(uvcuda_future_close(&it[i].f, NULL));
+  }
+  tu_run(&uv, 10000);
+  TU_OK(uvcuda_loop_stats(&ul, &st));
+  assert_int_equal(st.started, (uint64_t)n);
+  assert_int_equal(st.completed_spin + st.completed_reactor + st.completed_hostfn +
+                       st.completed_poll,
+                   (uint64_t)n);
+  for (i = 0; i < BIG_STREAMS; i++) tu_stream_destroy(s[i]);
+  tu_gate_free(&g);
+  loop_fini(&uv, &ul);
+  free(it);
+}
+
+static void hundred_thousand_in_flight(void **state) {
+  (void)state;
+  run_many(UVCUDA_COMPLETION_AUTO, BIG_N);
+}
+
+static void ten_thousand_in_flight_hostfn(void **state) {
+  (void)state;
+  run_many(UVCUDA_COMPLETION_HOSTFN, BIG_N / 10);
+}
+
+/* ---- park / unpark ---- */
+
+static int pk_done, pk_status;
+static void on_pk(uvcuda_future_t *f, int status) {
+  (void)f;
+  pk_done++;
+  if (status) pk_status = status;
+}
+
+/* Arms land just as the reactor decides to park: none may be lost. */
+static void park_unpark_races(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_future_t f;
+  CUstream s;
+  int i, want = 0;
+  (void)state;
+
+  loop_init_with(&uv, &ul, UVCUDA_COMPLETION_REACTOR, 0);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&ul, &f));
+  pk_done = pk_status = 0;
+  for (i = 0; i < 2000; i++) {
+    uint64_t end = tu_now_ns() + 5000000000ull;
+    TU_OK(uvcuda_future_start(&f, s, NULL, on_pk));
+    want++;
+    while (pk_done < want) {
+      if (tu_now_ns() > end) fail_msg("future %d lost", i);
+      uv_run(&uv, UV_RUN_NOWAIT);
+    }
+    if (i % 3 == 0) usleep((useconds_t)(i % 50)); /* let it park, or not */
+  }
+  assert_int_equal(pk_done, 2000);
+  assert_int_equal(pk_status, 0);
+  TU_OK(uvcuda_future_close(&f, NULL));
+  tu_run(&uv, 5000);
+  tu_stream_destroy(s);
+  loop_fini(&uv, &ul);
+}
+
+/* ---- several loops share the one reactor ---- */
+
+typedef struct {
+  int done, errors;
+} share_t;
+
+static void on_share(uvcuda_future_t *f, int status) {
+  share_t *x = f->data;
+  x->done++;
+  if (status) x->errors++;
+}
+
+static void *share_thread(void *arg) {
+  share_t *x = arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  enum { N = 5000, S = 4 };
+  uvcuda_future_t *fs = calloc(N, sizeof(*fs));
+  CUstream s[S];
+  int i;
+
+  tu.cuCtxSetCurrent(tu_ctx);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_REACTOR;
+  o.spin_budget_us = 0;
+  uv_loop_init(&uv);
+  if (fs == NULL || uvcuda_loop_init(&uv, &ul, &o) != 0) {
+    x->errors = -1;
+    free(fs);
+    return NULL;
+  }
+  for (i = 0; i < S; i++) tu.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING);
+  for (i = 0; i < N; i++) {
+    uvcuda_future_init(&ul, &fs[i]);
+    fs[i].data = x;
+    if (uvcuda_future_start(&fs[i], s[i % S], NULL, on_share) != 0) x->errors++;
+    if (i % 500 == 0) uv_run(&uv, UV_RUN_NOWAIT);
+  }
+  uv_run(&uv, UV_RUN_DEFAULT);
+  for (i = 0; i < N; i++) uvcuda_future_close(&fs[i], NULL);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uvcuda_loop_close(&ul, NULL) != 0) x->errors++;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uv_loop_close(&uv) != 0) x->errors++;
+  for (i = 0; i < S; i++) {
+    tu.cuStreamSynchronize(s[i]);
+    tu.cuStreamDestroy(s[i]);
+  }
+  free(fs);
+  return NULL;
+}
+
+static void loops_share_the_reactor(void **state) {
+  share_t x[4];
+  pthread_t t[4];
+  int i;
+  (void)state;
+  for (i = 0; i < 4; i++) {
+    memset(&x[i], 0, sizeof(x[i]));
+    assert_int_equal(pthread_create(&t[i], NULL, share_thread, &x[i]), 0);
+  }
+  for (i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(x[i].errors, 0);
+    assert_int_equal(x[i].done, 5000);
+  }
+  assert_false(uvcuda__reactor_running());
+}
+
+/* ---- reactor lifetime ---- */
+
+static void reactor_runs_while_loops_need_it(void **state) {
+  uv_loop_t a, b, p;
+  uvcuda_loop_t ua, ub, up;
+  (void)state;
+  assert_false(uvcuda__reactor_running());
+  loop_init_with(&p, &up, UVCUDA_COMPLETION_POLL, 20);
+  assert_false(uvcuda__reactor_running()); /* POLL needs none */
+  loop_init_with(&a, &ua, UVCUDA_COMPLETION_AUTO, 20);
+  assert_true(uvcuda__reactor_running());
+  loop_init_with(&b, &ub, UVCUDA_COMPLETION_HOSTFN, 20);
+  loop_fini(&a, &ua);
+  assert_true(uvcuda__reactor_running());
+  loop_fini(&b, &ub);
+  assert_false(uvcuda__reactor_running()); /* joined */
+  loop_fini(&p, &up);
+  /* And it comes back for the next loop. */
+  loop_init_with(&a, &ua, UVCUDA_COMPLETION_REACTOR, 20);
+  assert_true(uvcuda__reactor_running());
+  loop_fini(&a, &ua);
+  assert_false(uvcuda__reactor_running());
+}
+
+/* ---- host-task sync modes on a driver without them ---- */
+
+static void host_task_modes_need_13_2(void **state) {
+  uvcuda_driver_info_t info;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  (void)state;
+  TU_OK(uvcuda_driver_info(&info));
+  if (info.driver_version >= 13020) skip();
+  assert_int_equal(info.host_task_sync, 0);
+  uv_loop_init(&uv);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_HOSTFN_SPIN;
+  assert_int_equal(uvcuda_loop_init(&uv, &ul, &o), UVCUDA_ENOTSUP);
+  o.completion = UVCUDA_COMPLETION_HOSTFN_BLOCK;
+  assert_int_equal(uvcuda_loop_init(&uv, &ul, &o), UVCUDA_ENOTSUP);
+  setenv("UVCUDA_COMPLETION", "hostfn-spin", 1);
+  uvcuda_options_init(&o);
+  assert_int_equal(uvcuda_loop_init(&uv, &ul, &o), UVCUDA_ENOTSUP);
+  unsetenv("UVCUDA_COMPLETION");
+  assert_string_equal(uvcuda_err_name(UVCUDA_ENOTSUP), "UVCUDA_ENOTSUP");
+  assert_int_equal(uv_loop_close(&uv), 0);
+}
+
+/* ---- a fault completes every pending future, fast ---- */
+
+#define F_STREAMS 8
+#define F_N 100
+
+static int f_done, f_bad;
+static uint64_t f_last_ns;
+static void on_faulted(uvcuda_future_t *f, int status) {
+  (void)f;
+  f_done++;
+  if (uvcuda_cuda_result(status) != CUDA_ERROR_ILLEGAL_ADDRESS) f_bad++;
+  f_last_ns = tu_now_ns();
+}
+
+static int c_fault(void *arg) {
+  uvcuda_completion_t c = (uvcuda_completion_t)(uintptr_t)arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t *fs;
+  CUstream s[F_STREAMS];
+  tu_gate_t g;
+  uint64_t t0;
+  double ms;
+  int i, rc;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc == 77 ? 77 : 10;
+  fs = calloc(F_N, sizeof(*fs));
+  uvcuda_options_init(&o);
+  o.completion = c;
+  uv_loop_init(&uv);
+  if (uvcuda_loop_init(&uv, &ul, &o) != 0) return 11;
+  tu_gate_init(&g);
+  for (i = 0; i < F_STREAMS; i++) {
+    s[i] = tu_stream();
+    tu_gate_hold(&g, s[i]); /* never opened: only the fault can end these */
+  }
+  for (i = 0; i < F_N; i++) {
+    uvcuda_future_init(&ul, &fs[i]);
+    if (uvcuda_future_start(&fs[i], s[i % F_STREAMS], NULL, on_faulted) != 0) return 12;
+  }
+  uv_run(&uv, UV_RUN_NOWAIT);
+  if (f_done != 0) return 13;
+  {
+    CUstream fs_stream = tu_stream();
+    t0 = tu_now_ns();
+    tu_fault(fs_stream);
+  }
+  ms = tu_run(&uv, 10000);
+  (void)ms;
+  if (f_done != F_N) {
+    fprintf(stderr, "fault: %d of %d completed\n", f_done, F_N);
+    return 14;
+  }
+  if (f_bad != 0) return 15;
+  ms = (double)(f_last_ns - t0) / 1e6;
+  fprintf(stderr, "fault (%s): %d futures failed with CUDA_ERROR_ILLEGAL_ADDRESS "
+                  "%.2f ms after the faulting launch\n",
+          uvcuda_completion_name(c), F_N, ms);
+  if (ms > 10.0 * slow_factor()) return 16;
+  {
+    uvcuda_stats_t st;
+    uvcuda_loop_stats(&ul, &st);
+    if (st.faults < 1 || st.failed != F_N) return 17;
+  }
+  for (i = 0; i < F_N; i++) uvcuda_future_close(&fs[i], NULL);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uvcuda_loop_close(&ul, NULL) != 0) return 18;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uv_loop_close(&uv) != 0) return 19;
+  free(fs);
+  return 0;
+}
+
+static void fault_fails_all_pending(void **state) {
+  int rc = tu_in_child(c_fault, *state);
+  if (rc == 77) skip();
+  if (rc != 0) fail_msg("child failed with status %d", rc);
+}
+
+static int c_probe(void *arg) {
+  (void)arg;
+  return tu_setup(want_real);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(reactor_runs_while_loops_need_it),
+      cmocka_unit_test(host_task_modes_need_13_2),
+      cmocka_unit_test(hundred_thousand_in_flight),
+      cmocka_unit_test(ten_thousand_in_flight_hostfn),
+      cmocka_unit_test(park_unpark_races),
+      cmocka_unit_test(loops_share_the_reactor),
+  };
+  const struct CMUnitTest fault_tests[] = {
+      cmocka_unit_test_prestate(fault_fails_all_pending, (void *)UVCUDA_COMPLETION_AUTO),
+      cmocka_unit_test_prestate(fault_fails_all_pending, (void *)UVCUDA_COMPLETION_HOSTFN),
+      cmocka_unit_test_prestate(fault_fails_all_pending, (void *)UVCUDA_COMPLETION_POLL),
+  };
+  int rc, fails = 0;
+
+  want_real = argc > 1 && strcmp(argv[1], "--gpu") == 0;
+  /* Faults first, in children, before this process touches the driver;
+   * a child also tells whether there is a driver to test at all. */
+  rc = tu_in_child(c_probe, NULL);
+  if (rc != 0) return rc;
+  fails += cmocka_run_group_tests_name("reactor/fault", fault_tests, NULL, NULL);
+  rc = tu_setup(want_real);
+  if (rc != 0) return fails ? 1 : rc;
+  fails += cmocka_run_group_tests_name("reactor", tests, NULL, NULL);
+  tu_teardown();
+  return fails ? 1 : 0;
+}

@@ -1,0 +1,319 @@
+/* Cases only the simulated driver can stage: entry points that fail or
+ * report NOT_SUPPORTED, a 13.2 driver, two devices, injected faults,
+ * invalid handles. Cases that change driver-wide settings (version,
+ * devices, sticky faults) run in child processes. */
+#include "tu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "simcuda.h"
+
+typedef struct {
+  int calls, status;
+} rec_t;
+
+static void on_rec(uvcuda_future_t *f, int status) {
+  rec_t *r = f->data;
+  r->calls++;
+  r->status = status;
+}
+
+static void init_loop(uv_loop_t *uv, uvcuda_loop_t *ul, uvcuda_completion_t c) {
+  uvcuda_options_t o;
+  uvcuda_options_init(&o);
+  o.completion = c;
+  assert_int_equal(uv_loop_init(uv), 0);
+  TU_OK(uvcuda_loop_init(uv, ul, &o));
+}
+
+static void fini_loop(uv_loop_t *uv, uvcuda_loop_t *ul) {
+  tu_loop_close(uv, ul);
+  assert_int_equal(uv_loop_close(uv), 0);
+}
+
+/* Starts one future on s and runs the loop until its callback. */
+static int await_one(uv_loop_t *uv, uvcuda_loop_t *ul, CUstream s) {
+  uvcuda_future_t f;
+  rec_t r = {0, 0};
+  TU_OK(uvcuda_future_init(ul, &f));
+  f.data = &r;
+  TU_OK(uvcuda_future_start(&f, s, NULL, on_rec));
+  tu_run(uv, 5000);
+  assert_int_equal(r.calls, 1);
+  TU_OK(uvcuda_future_close(&f, NULL));
+  tu_run(uv, 5000);
+  return r.status;
+}
+
+static void teardown_failures(void) { simcuda_clear_failures(); }
+
+/* ---- memops missing: AUTO falls back, explicit strategies say so ---- */
+
+static void no_memops_auto_falls_back(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_stats_t st;
+  CUstream s = tu_stream();
+  int i;
+  (void)state;
+  simcuda_fail("cuStreamWriteValue64", CUDA_ERROR_NOT_SUPPORTED, -1);
+  simcuda_fail("cuStreamWriteValue32", CUDA_ERROR_NOT_SUPPORTED, -1);
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
+  for (i = 0; i < 20; i++) assert_int_equal(await_one(&uv, &ul, s), 0);
+  TU_OK(uvcuda_loop_stats(&ul, &st));
+  assert_true(st.fallbacks >= 1);
+  assert_int_equal(st.completed_spin + st.completed_hostfn, 20);
+  assert_true(simcuda_hostfn_count() >= 20);
+  fini_loop(&uv, &ul);
+
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_REACTOR);
+  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ENOTSUP);
+  fini_loop(&uv, &ul);
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_POLL);
+  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ENOTSUP);
+  fini_loop(&uv, &ul);
+  teardown_failures();
+  tu_stream_destroy(s);
+}
+
+static void only_32_bit_memops(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_stats_t st;
+  CUstream s = tu_stream();
+  uint64_t before;
+  int i;
+  (void)state;
+  simcuda_fail("cuStreamWriteValue64", CUDA_ERROR_NOT_SUPPORTED, -1);
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_REACTOR);
+  before = simcuda_call_count("cuStreamWriteValue32");
+  for (i = 0; i < 10; i++) assert_int_equal(await_one(&uv, &ul, s), 0);
+  assert_true(simcuda_call_count("cuStreamWriteValue32") >= before + 10);
+  TU_OK(uvcuda_loop_stats(&ul, &st));
+  assert_int_equal(st.fallbacks, 0);
+  fini_loop(&uv, &ul);
+  teardown_failures();
+  tu_stream_destroy(s);
+}
+
+/* 32-bit counters compare wrap-safe against the 64-bit sequence. */
+static void counter_32_wraps(void **state) {
+  struct uvcuda__timeline tl;
+  uint32_t slot;
+  (void)state;
+  memset(&tl, 0, sizeof(tl));
+  tl.mode = UVCUDA__TL_MEM32;
+  tl.slot = &slot;
+  tl.next_seq = 0x100000005ull;
+  slot = 3; /* seq 0x100000003 landed; the low word wrapped */
+  assert_int_equal(uvcuda__tl_done(NULL, &tl), 0x100000003ull);
+  slot = 0xfffffffeu; /* seq 0xfffffffe, before the wrap */
+  assert_int_equal(uvcuda__tl_done(NULL, &tl), 0xfffffffeull);
+  slot = 5;
+  assert_int_equal(uvcuda__tl_done(NULL, &tl), 0x100000005ull);
+}
+
+/* ---- enqueue failures and exhausted resources are values ---- */
+
+static void enqueue_failures_reach_the_callback(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  CUstream s = tu_stream();
+  (void)state;
+
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_HOSTFN);
+  simcuda_fail("cuLaunchHostFunc", CUDA_ERROR_OUT_OF_MEMORY, 1);
+  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
+  assert_int_equal(await_one(&uv, &ul, s), 0); /* and the next one works */
+  fini_loop(&uv, &ul);
+
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(await_one(&uv, &ul, s), 0);
+  simcuda_fail("cuStreamWriteValue64", CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 1);
+  assert_int_equal(await_one(&uv, &ul, s),
+                   UVCUDA_ECUDA(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES));
+  assert_int_equal(await_one(&uv, &ul, s), 0);
+  simcuda_fail("cuStreamIsCapturing", CUDA_ERROR_INVALID_HANDLE, 1);
+  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ECUDA(CUDA_ERROR_INVALID_HANDLE));
+  fini_loop(&uv, &ul);
+  teardown_failures();
+  tu_stream_destroy(s);
+}
+
+static void pinned_memory_exhausted(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  CUstream s = tu_stream();
+  (void)state;
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
+  simcuda_fail("cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, 1);
+  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
+  assert_int_equal(await_one(&uv, &ul, s), 0);
+  fini_loop(&uv, &ul);
+  teardown_failures();
+  tu_stream_destroy(s);
+}
+
+static void invalid_stream_handle(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  (void)state;
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(await_one(&uv, &ul, (CUstream)(uintptr_t)0xdead0),
+                   UVCUDA_ECUDA(CUDA_ERROR_INVALID_HANDLE));
+  fini_loop(&uv, &ul);
+}
+
+/* The legacy default stream (NULL) of the current context works too. */
+static void default_stream(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  (void)state;
+  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(await_one(&uv, &ul, NULL), 0);
+  assert_int_equal(await_one(&uv, &ul, CU_STREAM_PER_THREAD), 0);
+  fini_loop(&uv, &ul);
+}
+
+/* ---- a 13.2 driver: the host-task sync modes ---- */
+
+static int c_v2_modes(void *arg) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t f;
+  rec_t r = {0, 0};
+  int mode = (int)(intptr_t)arg;
+  CUstream s;
+  (void)arg;
+  setenv("SIMCUDA_DRIVER_VERSION", "13020", 1);
+  if (tu_setup(0) != 0) return 10;
+  s = tu_stream();
+  uvcuda_options_init(&o);
+  o.completion = mode == SIMCUDA_HOST_TASK_SPINWAIT ? UVCUDA_COMPLETION_HOSTFN_SPIN
+                                                    : UVCUDA_COMPLETION_HOSTFN_BLOCK;
+  o.spin_budget_us = 0;
+  uv_loop_init(&uv);
+  if (uvcuda_loop_init(&uv, &ul, &o) != 0) return 11;
+  uvcuda_future_init(&ul, &f);
+  f.data = &r;
+  tu_sleep(s, 2000000);
+  if (uvcuda_future_start(&f, s, NULL, on_rec) != 0) return 12;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (r.calls != 1 || r.status != 0) return 13;
+  if (simcuda_hostfn_v2_count(mode) != 1) return 14;
+  if (simcuda_hostfn_v2_count(!mode) != 0) return 15;
+  uvcuda_future_close(&f, NULL);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  uvcuda_loop_close(&ul, NULL);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  return uv_loop_close(&uv) == 0 ? 0 : 16;
+}
+
+static void host_task_modes_on_13_2(void **state) {
+  (void)state;
+  assert_int_equal(tu_in_child(c_v2_modes, (void *)(intptr_t)SIMCUDA_HOST_TASK_SPINWAIT), 0);
+  assert_int_equal(tu_in_child(c_v2_modes, (void *)(intptr_t)SIMCUDA_HOST_TASK_BLOCKING), 0);
+}
+
+/* ---- a fault on one device leaves the other working ---- */
+
+static int d_done[2], d_bad[2];
+static void on_dev(uvcuda_future_t *f, int status) {
+  int d = (int)(intptr_t)f->data;
+  d_done[d]++;
+  if (d == 0 && uvcuda_cuda_result(status) != CUDA_ERROR_ILLEGAL_ADDRESS) d_bad[0]++;
+  if (d == 1 && status != 0) d_bad[1]++;
+}
+
+static int c_two_devices(void *arg) {
+  uvcuda_completion_t c = (uvcuda_completion_t)(uintptr_t)arg;
+  PFN_cuDevicePrimaryCtxRetain_v7000 retain;
+  PFN_cuDeviceGet_v2000 get;
+  CUdevice d1;
+  CUcontext c1;
+  CUstream s0, s1;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t f[40];
+  tu_gate_t g;
+  int i;
+  void *p;
+
+  setenv("SIMCUDA_DEVICES", "2", 1);
+  if (tu_setup(0) != 0) return 10;
+  uvcuda_driver_symbol("cuDevicePrimaryCtxRetain", 7000, &p);
+  memcpy(&retain, &p, sizeof(p));
+  uvcuda_driver_symbol("cuDeviceGet", 2000, &p);
+  memcpy(&get, &p, sizeof(p));
+  if (get(&d1, 1) || retain(&c1, d1)) return 11;
+  s0 = tu_stream(); /* device 0 (current) */
+  tu_gate_init(&g);
+  tu_gate_hold(&g, s0);
+  tu.cuCtxSetCurrent(c1);
+  s1 = tu_stream(); /* device 1 */
+  tu.cuCtxSetCurrent(tu_ctx);
+  uvcuda_options_init(&o);
+  o.completion = c;
+  uv_loop_init(&uv);
+  if (uvcuda_loop_init(&uv, &ul, &o) != 0) return 12;
+  for (i = 0; i < 40; i++) {
+    uvcuda_future_init(&ul, &f[i]);
+    f[i].data = (void *)(intptr_t)(i & 1);
+    if (uvcuda_future_start(&f[i], (i & 1) ? s1 : s0, NULL, on_dev) != 0) return 13;
+  }
+  /* The fault comes from another stream of device 0: s0 itself is held. */
+  if (simcuda_enqueue_fault(tu_stream(), CUDA_ERROR_ILLEGAL_ADDRESS) != CUDA_SUCCESS)
+    return 14;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (d_done[0] != 20 || d_done[1] != 20 || d_bad[0] || d_bad[1]) {
+    fprintf(stderr, "dev0 %d/%d bad, dev1 %d/%d bad\n", d_bad[0], d_done[0], d_bad[1], d_done[1]);
+    return 15;
+  }
+  /* Device 1 keeps working after device 0 died. */
+  d_done[1] = 0;
+  if (uvcuda_future_start(&f[1], s1, NULL, on_dev) != 0) return 16;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (d_done[1] != 1 || d_bad[1]) return 17;
+  for (i = 0; i < 40; i++) uvcuda_future_close(&f[i], NULL);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uvcuda_loop_close(&ul, NULL) != 0) return 18;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  return uv_loop_close(&uv) == 0 ? 0 : 19;
+}
+
+static void fault_on_one_device(void **state) {
+  int rc = tu_in_child(c_two_devices, *state);
+  if (rc != 0) fail_msg("child failed with status %d", rc);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(no_memops_auto_falls_back),
+      cmocka_unit_test(only_32_bit_memops),
+      cmocka_unit_test(counter_32_wraps),
+      cmocka_unit_test(enqueue_failures_reach_the_callback),
+      cmocka_unit_test(pinned_memory_exhausted),
+      cmocka_unit_test(invalid_stream_handle),
+      cmocka_unit_test(default_stream),
+  };
+  const struct CMUnitTest child_tests[] = {
+      cmocka_unit_test(host_task_modes_on_13_2),
+      cmocka_unit_test_prestate(fault_on_one_device, (void *)UVCUDA_COMPLETION_AUTO),
+      cmocka_unit_test_prestate(fault_on_one_device, (void *)UVCUDA_COMPLETION_HOSTFN),
+      cmocka_unit_test_prestate(fault_on_one_device, (void *)UVCUDA_COMPLETION_POLL),
+  };
+  int fails = 0, rc;
+  /* Children first, while this process has not loaded the driver. */
+  fails += cmocka_run_group_tests_name("sim/children", child_tests, NULL, NULL);
+  rc = tu_setup(0);
+  if (rc != 0) return 1;
+  if (!tu_is_simulated()) return 77;
+  fails += cmocka_run_group_tests_name("sim", tests, NULL, NULL);
+  tu_teardown();
+  return fails ? 1 : 0;
+}

@@ -1,0 +1,219 @@
+/* The `unit` suite: no driver at all (UVCUDA_LIBCUDA points at a file that
+ * does not exist). Errors, options, and how every entry point behaves when
+ * the driver is missing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "uvcuda.h"
+
+static const int own_codes[] = {
+#define CODE(name, val, msg) UVCUDA_##name,
+    UVCUDA_ERRNO_MAP(CODE)
+#undef CODE
+};
+
+static void every_code_has_name_and_message(void **state) {
+  unsigned i, j;
+  (void)state;
+  for (i = 0; i < sizeof(own_codes) / sizeof(own_codes[0]); i++) {
+    const char *n = uvcuda_err_name(own_codes[i]);
+    const char *m = uvcuda_strerror(own_codes[i]);
+    assert_non_null(n);
+    assert_non_null(m);
+    assert_true(strncmp(n, "UVCUDA_E", 8) == 0);
+    assert_true(strlen(m) > 10);
+    assert_true(own_codes[i] < 0);
+    for (j = 0; j < i; j++) {
+      assert_int_not_equal(own_codes[i], own_codes[j]);
+      assert_string_not_equal(n, uvcuda_err_name(own_codes[j]));
+    }
+    /* Never confused with libuv's or CUDA's codes. */
+    assert_int_equal(uvcuda_cuda_result(own_codes[i]), 0);
+    assert_string_not_equal(uv_err_name(own_codes[i]), n);
+  }
+  assert_string_equal(uvcuda_err_name(UVCUDA_ENODRIVER), "UVCUDA_ENODRIVER");
+  assert_string_equal(uvcuda_err_name(UVCUDA_ECAPTURING), "UVCUDA_ECAPTURING");
+}
+
+static void libuv_codes_pass_through(void **state) {
+  (void)state;
+  assert_int_equal(UVCUDA_EINVAL, UV_EINVAL);
+  assert_int_equal(UVCUDA_EBUSY, UV_EBUSY);
+  assert_int_equal(UVCUDA_ECANCELED, UV_ECANCELED);
+  assert_int_equal(UVCUDA_ENOMEM, UV_ENOMEM);
+  assert_string_equal(uvcuda_err_name(UV_EBUSY), "EBUSY");
+  assert_string_equal(uvcuda_strerror(UV_ECANCELED), uv_strerror(UV_ECANCELED));
+  assert_string_equal(uvcuda_err_name(0), "OK");
+  assert_non_null(uvcuda_strerror(0));
+}
+
+static void cuda_results_round_trip(void **state) {
+  int r;
+  (void)state;
+  for (r = 1; r < 10000; r++) {
+    int e = UVCUDA_ECUDA(r);
+    assert_true(e < 0);
+    assert_int_equal(uvcuda_cuda_result(e), r);
+  }
+  assert_int_equal(uvcuda_cuda_result(0), 0);
+  assert_int_equal(uvcuda_cuda_result(UV_EINVAL), 0);
+  assert_int_equal(uvcuda_cuda_result(UVCUDA_ECUDA_BASE), 0);
+  assert_int_equal(uvcuda_cuda_result(UVCUDA_ECUDA(10000)), 0);
+  /* No driver loaded: a generic but non-empty text. */
+  assert_non_null(uvcuda_err_name(UVCUDA_ECUDA(700)));
+  assert_non_null(uvcuda_strerror(UVCUDA_ECUDA(700)));
+}
+
+static void completion_names_round_trip(void **state) {
+  uvcuda_completion_t c, out;
+  (void)state;
+  for (c = UVCUDA_COMPLETION_DEFAULT; c <= UVCUDA_COMPLETION_POLL; c++) {
+    const char *n = uvcuda_completion_name(c);
+    assert_non_null(n);
+    assert_int_equal(uvcuda_completion_parse(n, &out), 0);
+    assert_int_equal(out, c);
+  }
+  assert_string_equal(uvcuda_completion_name(UVCUDA_COMPLETION_AUTO), "auto");
+  assert_string_equal(uvcuda_completion_name(UVCUDA_COMPLETION_HOSTFN_SPIN), "hostfn-spin");
+  assert_null(uvcuda_completion_name((uvcuda_completion_t)99));
+  assert_int_equal(uvcuda_completion_parse("Reactor", &out), UVCUDA_ESTRATEGY);
+  assert_int_equal(uvcuda_completion_parse("", &out), UVCUDA_ESTRATEGY);
+  assert_int_equal(uvcuda_completion_parse(NULL, &out), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_completion_parse("auto", NULL), UVCUDA_EINVAL);
+}
+
+/* Options are validated before the driver is loaded, so without a driver a
+ * bad option still gives its own error and a good one ENODRIVER. */
+static int init_with(uvcuda_options_t *o) {
+  uv_loop_t loop;
+  uvcuda_loop_t ul;
+  int rc;
+  uv_loop_init(&loop);
+  rc = uvcuda_loop_init(&loop, &ul, o);
+  assert_null(ul.internal_);
+  uv_loop_close(&loop);
+  return rc;
+}
+
+static void options_are_validated(void **state) {
+  uvcuda_options_t o;
+  (void)state;
+  uvcuda_options_init(&o);
+  assert_int_equal(o.completion, UVCUDA_COMPLETION_DEFAULT);
+  assert_int_equal(o.spin_budget_us, -1);
+  assert_int_equal(init_with(&o), UVCUDA_ENODRIVER);
+  assert_int_equal(init_with(NULL), UVCUDA_ENODRIVER);
+  o.spin_budget_us = -2;
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  o.spin_budget_us = 1000001;
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  o.spin_budget_us = 0;
+  assert_int_equal(init_with(&o), UVCUDA_ENODRIVER);
+  uvcuda_options_init(&o);
+  o.probe_interval_us = 2001; /* faults must be seen within a few ms */
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  o.probe_interval_us = 49;
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  uvcuda_options_init(&o);
+  o.completion = (uvcuda_completion_t)42;
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  uvcuda_options_init(&o);
+  o.flags = 0x80;
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  uvcuda_options_init(&o);
+  o.reactor_sleep_max_us = 0;
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+}
+
+static void environment_is_validated(void **state) {
+  uvcuda_options_t o;
+  (void)state;
+  uvcuda_options_init(&o);
+  setenv("UVCUDA_COMPLETION", "bogus", 1);
+  assert_int_equal(init_with(&o), UVCUDA_ESTRATEGY);
+  o.completion = UVCUDA_COMPLETION_HOSTFN; /* the option wins */
+  assert_int_equal(init_with(&o), UVCUDA_ENODRIVER);
+  unsetenv("UVCUDA_COMPLETION");
+  uvcuda_options_init(&o);
+  setenv("UVCUDA_SPIN_BUDGET_US", "12x", 1);
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  setenv("UVCUDA_SPIN_BUDGET_US", "-1", 1);
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  o.spin_budget_us = 5; /* the option wins */
+  assert_int_equal(init_with(&o), UVCUDA_ENODRIVER);
+  setenv("UVCUDA_SPIN_BUDGET_US", "7", 1);
+  o.spin_budget_us = -1;
+  assert_int_equal(init_with(&o), UVCUDA_ENODRIVER);
+  unsetenv("UVCUDA_SPIN_BUDGET_US");
+}
+
+static void missing_driver_is_reported(void **state) {
+  uvcuda_driver_info_t info;
+  void *p = (void *)1;
+  const char *msg;
+  (void)state;
+  assert_int_equal(uvcuda_driver_load(), UVCUDA_ENODRIVER);
+  assert_int_equal(uvcuda_driver_load(), UVCUDA_ENODRIVER); /* cached */
+  msg = uvcuda_driver_dlerror();
+  assert_non_null(msg);
+  assert_non_null(strstr(msg, "dlopen"));
+  assert_int_equal(uvcuda_driver_info(&info), UVCUDA_ENODRIVER);
+  assert_non_null(info.path);
+  assert_non_null(strstr(info.path, "nonexistent"));
+  assert_int_equal(uvcuda_driver_info(NULL), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_driver_symbol("cuInit", 2000, &p), UVCUDA_ENODRIVER);
+  assert_null(p);
+  assert_int_equal(uvcuda_driver_symbol(NULL, 2000, &p), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_driver_symbol("cuInit", 0, &p), UVCUDA_EINVAL);
+}
+
+static void null_arguments_without_driver(void **state) {
+  uvcuda_loop_t ul;
+  uvcuda_future_t f;
+  uvcuda_stats_t st;
+  uv_loop_t loop;
+  (void)state;
+  memset(&ul, 0, sizeof(ul));
+  memset(&f, 0, sizeof(f));
+  uv_loop_init(&loop);
+  assert_int_equal(uvcuda_loop_init(NULL, &ul, NULL), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_loop_init(&loop, NULL, NULL), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_loop_close(NULL, NULL), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_loop_close(&ul, NULL), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_loop_stats(&ul, &st), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_loop_stats(NULL, &st), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_loop_stats(&ul, NULL), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_future_init(&ul, &f), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_future_init(NULL, &f), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_future_start(&f, NULL, NULL, NULL), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_future_close(&f, NULL), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_future_state(NULL), UVCUDA_FUTURE_CLOSED);
+  assert_int_equal(uvcuda_future_is_active(&f), 0);
+  assert_int_equal(uvcuda_loop_completion(NULL), UVCUDA_COMPLETION_DEFAULT);
+  assert_int_equal(uvcuda_loop_spin_budget_ns(&ul), 0);
+  uvcuda_options_init(NULL); /* harmless */
+  uv_loop_close(&loop);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_code_has_name_and_message),
+      cmocka_unit_test(libuv_codes_pass_through),
+      cmocka_unit_test(cuda_results_round_trip),
+      cmocka_unit_test(completion_names_round_trip),
+      cmocka_unit_test(options_are_validated),
+      cmocka_unit_test(environment_is_validated),
+      cmocka_unit_test(missing_driver_is_reported),
+      cmocka_unit_test(null_arguments_without_driver),
+  };
+  setenv("UVCUDA_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+  unsetenv("UVCUDA_COMPLETION");
+  unsetenv("UVCUDA_SPIN_BUDGET_US");
+  return cmocka_run_group_tests_name("unit", tests, NULL, NULL);
+}
