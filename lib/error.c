@@ -40,7 +40,11 @@ const char *uvcuda_strerror(int err) {
   r = uvcuda_cuda_result(err);
   if (r) return cuda_text(r, 0);
   if (err == 0) return "success";
-  return uv_strerror(err);
+  /* uv_strerror leaks a string per unknown code; the _r form does not. */
+  {
+    static _Thread_local char buf[96];
+    return uv_strerror_r(err, buf, sizeof(buf));
+  }
 }
 
 const char *uvcuda_err_name(int err) {
@@ -53,5 +57,8 @@ const char *uvcuda_err_name(int err) {
   r = uvcuda_cuda_result(err);
   if (r) return cuda_text(r, 1);
   if (err == 0) return "OK";
-  return uv_err_name(err);
+  {
+    static _Thread_local char buf[48];
+    return uv_err_name_r(err, buf, sizeof(buf));
+  }
 }

@@ -149,6 +149,10 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
        * the cancellation callback at once; the GPU work runs on. */
       uvcuda__tl_remove(l, f);
       uvcuda__complete(l, f, UVCUDA_ECANCELED);
+      if (l->rsync) { /* don't leave the reactor watching for it */
+        l->rsync = 0;
+        uvcuda__reactor_sync(l);
+      }
       break;
     default: /* COMPLETE / FAILED, already queued: cancel its status */
       f->status_ = UVCUDA_ECANCELED;

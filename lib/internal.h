@@ -61,6 +61,7 @@ struct uvcuda__timeline {
   struct uvcuda__timeline *rnext, *rprev;
   int r_armed;
   uint64_t r_threshold;
+  int r_shadow; /* loop side: the reactor may be watching it */
 };
 
 /* ---- completion port for host functions ---- */
@@ -132,6 +133,7 @@ struct uvcuda__loop {
   uint64_t nfutures;  /* initialised, close_cb not yet run */
   uint64_t nactive;   /* started, callback not yet run */
   int memops64_bad, memops32_bad;
+  int rsync; /* the reactor's watch list is behind the loop's state */
   uint64_t last_probe_ns;
 
   /* reactor side */
@@ -169,6 +171,9 @@ void uvcuda__tl_spin_poll(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
 void uvcuda__tl_maybe_free(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
 void uvcuda__tl_free_all(struct uvcuda__loop *l);
 void uvcuda__tl_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
+/* Whether the reactor should watch tl, and for which sequence number. */
+int uvcuda__tl_watch(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
+                     uint64_t *threshold);
 CUresult uvcuda__tl_query(struct uvcuda__timeline *tl);
 void uvcuda__fail_cuctx(struct uvcuda__loop *l, CUcontext cuctx, int err);
 int uvcuda__probe_faults(struct uvcuda__loop *l);
@@ -181,6 +186,9 @@ void uvcuda__reactor_detach(struct uvcuda__loop *l);
 void uvcuda__reactor_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
                          uint64_t threshold);
 void uvcuda__reactor_disarm(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
+/* One locked pass that makes the watch of every active timeline of l
+ * match uvcuda__tl_watch. */
+void uvcuda__reactor_sync(struct uvcuda__loop *l);
 int uvcuda__reactor_running(void); /* tests: the thread exists */
 
 /* Context switching around our own driver calls. */

@@ -121,6 +121,10 @@ static void finish_close(struct uvcuda__loop *l);
 
 /* Shared tail of both callbacks. Returns nonzero if l is gone. */
 static int after_pass(struct uvcuda__loop *l) {
+  if (l->rsync) {
+    l->rsync = 0;
+    uvcuda__reactor_sync(l);
+  }
   sweep(l);
   uvcuda__deliver(l);
   if (l->close_waiting && all_quiescent(l)) {
@@ -134,14 +138,8 @@ static int after_pass(struct uvcuda__loop *l) {
 
 static void harvest_active(struct uvcuda__loop *l, int src) {
   struct uvcuda__timeline *tl;
-  for (tl = l->active; tl; tl = tl->anext) {
-    uvcuda__tl_harvest(l, tl, src);
-    if (tl->armed > 0) uvcuda__tl_arm(l, tl); /* new threshold */
-    else if (l->close_waiting && !uvcuda__tl_quiescent(l, tl) &&
-             tl->mode != UVCUDA__TL_HOSTFN &&
-             l->opts.completion != UVCUDA_COMPLETION_POLL)
-      uvcuda__reactor_arm(l, tl, tl->next_seq);
-  }
+  for (tl = l->active; tl; tl = tl->anext) uvcuda__tl_harvest(l, tl, src);
+  l->rsync = 1; /* the reactor fired: re-arm what is still pending */
 }
 
 static void on_async(uv_async_t *h) {
@@ -184,10 +182,7 @@ static void on_idle(uv_idle_t *h) {
     }
     l->scratch[n++] = tl;
   }
-  for (i = 0; i < n; i++) {
-    uvcuda__tl_spin_poll(l, l->scratch[i]);
-    if (l->scratch[i]->armed > 0) uvcuda__tl_arm(l, l->scratch[i]);
-  }
+  for (i = 0; i < n; i++) uvcuda__tl_spin_poll(l, l->scratch[i]);
 
   now = uv_hrtime();
   if (l->opts.completion == UVCUDA_COMPLETION_POLL) {
@@ -205,7 +200,7 @@ static void on_idle(uv_idle_t *h) {
     f->spin_next_ = f->spin_prev_ = NULL;
     f->state_ = UVCUDA_FUTURE_ARMED;
     ((struct uvcuda__timeline *)f->timeline_)->armed++;
-    uvcuda__tl_arm(l, f->timeline_);
+    l->rsync = 1;
   }
   after_pass(l);
 }
@@ -289,7 +284,6 @@ static void finish_close(struct uvcuda__loop *l) {
 
 int uvcuda_loop_close(uvcuda_loop_t *ul, uvcuda_loop_close_cb close_cb) {
   struct uvcuda__loop *l;
-  struct uvcuda__timeline *tl;
 
   if (ul == NULL) return UVCUDA_EINVAL;
   if ((l = ul->internal_) == NULL) return UVCUDA_ENOTINIT;
@@ -303,10 +297,7 @@ int uvcuda_loop_close(uvcuda_loop_t *ul, uvcuda_loop_close_cb close_cb) {
     /* Closed futures left GPU writes in flight: their counters can be
      * freed only once those writes have landed (or the context died). */
     l->close_waiting = 1;
-    for (tl = l->active; tl; tl = tl->anext)
-      if (tl->mode != UVCUDA__TL_HOSTFN && !uvcuda__tl_quiescent(l, tl) &&
-          l->opts.completion != UVCUDA_COMPLETION_POLL)
-        uvcuda__reactor_arm(l, tl, tl->next_seq);
+    uvcuda__reactor_sync(l);
     if (l->opts.completion == UVCUDA_COMPLETION_POLL) uvcuda__loop_kick(l);
     uvcuda__loop_update_handles(l);
     return 0;

@@ -11,14 +11,20 @@
  * just probes, every probe interval. With nothing armed it parks on a
  * condition variable and is woken only when a timeline is armed. Started by
  * the first loop that needs it, joined when the last one detaches. */
+#define _GNU_SOURCE 1 /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "internal.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
-static uv_once_t once = UV_ONCE_INIT;
-static uv_mutex_t mu;
-static uv_cond_t cond;
+/* Adaptive: the loop thread takes this lock while the reactor is in its
+ * spin phase, taking it every pass; a short spin beats a futex sleep. */
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t mu;
+static pthread_cond_t cond;
 static uv_thread_t thread;
 static int running, stopping, parked;
 static unsigned users;
@@ -26,7 +32,33 @@ static struct uvcuda__loop *loops;
 static uint64_t narmed_mem, narmed_probe; /* armed timelines by kind */
 
 static void init_once(void) {
-  if (uv_mutex_init(&mu) != 0 || uv_cond_init(&cond) != 0) abort();
+  pthread_mutexattr_t ma;
+  pthread_condattr_t ca;
+  pthread_mutexattr_init(&ma);
+#if defined(__GLIBC__) && defined(__USE_GNU)
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  if (pthread_mutex_init(&mu, &ma) != 0 || pthread_cond_init(&cond, &ca) != 0)
+    abort();
+  pthread_mutexattr_destroy(&ma);
+  pthread_condattr_destroy(&ca);
+}
+
+#define uv_mutex_lock(m) pthread_mutex_lock(m)
+#define uv_mutex_unlock(m) pthread_mutex_unlock(m)
+
+static void cond_timedwait(uint64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += (time_t)(ns / 1000000000u);
+  ts.tv_nsec += (long)(ns % 1000000000u);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(&cond, &mu, &ts);
 }
 
 static inline void cpu_relax(void) {
@@ -134,7 +166,7 @@ static void reactor_main(void *arg) {
   while (!stopping) {
     if (narmed_mem == 0 && narmed_probe == 0) {
       parked = 1;
-      uv_cond_wait(&cond, &mu);
+      pthread_cond_wait(&cond, &mu);
       parked = 0;
       last_progress = uv_hrtime();
       next_probe = last_progress;
@@ -152,7 +184,7 @@ static void reactor_main(void *arg) {
       next_probe = now + probe_ns;
     }
     if (narmed_mem == 0) { /* only host functions: nothing to read */
-      if (narmed_probe != 0) uv_cond_timedwait(&cond, &mu, probe_ns);
+      if (narmed_probe != 0) cond_timedwait(probe_ns);
       continue;
     }
     if (now - last_progress < spin) {
@@ -167,7 +199,7 @@ static void reactor_main(void *arg) {
       sleep_ns = sleep_ns ? sleep_ns * 2 : 10000;
       if (sleep_ns > sleep_max) sleep_ns = sleep_max;
       if (sleep_ns > probe_ns) sleep_ns = probe_ns;
-      uv_cond_timedwait(&cond, &mu, sleep_ns); /* an arm cuts it short */
+      cond_timedwait(sleep_ns); /* an arm cuts it short */
     }
   }
   uv_mutex_unlock(&mu);
@@ -175,7 +207,7 @@ static void reactor_main(void *arg) {
 
 int uvcuda__reactor_attach(struct uvcuda__loop *l) {
   int err = 0;
-  uv_once(&once, init_once);
+  pthread_once(&once, init_once);
   uv_mutex_lock(&mu);
   if (!running) {
     stopping = 0;
@@ -208,7 +240,7 @@ void uvcuda__reactor_detach(struct uvcuda__loop *l) {
   if (--users == 0) {
     stopping = 1;
     join = 1;
-    uv_cond_signal(&cond);
+    pthread_cond_signal(&cond);
   }
   uv_mutex_unlock(&mu);
   if (join) {
@@ -219,35 +251,58 @@ void uvcuda__reactor_detach(struct uvcuda__loop *l) {
   }
 }
 
+/* Caller holds mu. */
+static void arm_locked(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
+                       uint64_t threshold) {
+  tl->r_threshold = threshold;
+  tl->r_shadow = 1;
+  if (tl->r_armed) return;
+  tl->r_armed = 1;
+  tl->rprev = NULL;
+  tl->rnext = l->rarmed;
+  if (l->rarmed) l->rarmed->rprev = tl;
+  l->rarmed = tl;
+  if (tl->mode == UVCUDA__TL_HOSTFN) narmed_probe++; else narmed_mem++;
+  /* Wake only a parked reactor: a running one sees the new entry on its
+   * next pass, and signalling it each time costs the loop. */
+  if (parked) pthread_cond_signal(&cond);
+}
+
 void uvcuda__reactor_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
                          uint64_t threshold) {
   if (!l->reactor_attached) return;
   uv_mutex_lock(&mu);
-  tl->r_threshold = threshold;
-  if (!tl->r_armed) {
-    tl->r_armed = 1;
-    tl->rprev = NULL;
-    tl->rnext = l->rarmed;
-    if (l->rarmed) l->rarmed->rprev = tl;
-    l->rarmed = tl;
-    if (tl->mode == UVCUDA__TL_HOSTFN) narmed_probe++; else narmed_mem++;
-    /* Wake only a parked reactor: a running one sees the new entry on
-     * its next pass, and signalling it each time costs the loop. */
-    if (parked) uv_cond_signal(&cond);
-  }
+  arm_locked(l, tl, threshold);
   uv_mutex_unlock(&mu);
 }
 
 void uvcuda__reactor_disarm(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
+  tl->r_shadow = 0;
   if (!l->reactor_attached) return;
   uv_mutex_lock(&mu);
   if (tl->r_armed) unlink_armed(l, tl);
   uv_mutex_unlock(&mu);
 }
 
+void uvcuda__reactor_sync(struct uvcuda__loop *l) {
+  struct uvcuda__timeline *tl;
+  uint64_t thr;
+  if (!l->reactor_attached) return;
+  uv_mutex_lock(&mu);
+  for (tl = l->active; tl; tl = tl->anext) {
+    if (uvcuda__tl_watch(l, tl, &thr)) {
+      arm_locked(l, tl, thr);
+    } else if (tl->r_shadow) {
+      if (tl->r_armed) unlink_armed(l, tl);
+      tl->r_shadow = 0;
+    }
+  }
+  uv_mutex_unlock(&mu);
+}
+
 int uvcuda__reactor_running(void) {
   int r;
-  uv_once(&once, init_once);
+  pthread_once(&once, init_once);
   uv_mutex_lock(&mu);
   r = running;
   uv_mutex_unlock(&mu);

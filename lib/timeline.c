@@ -262,7 +262,7 @@ int uvcuda__tl_create(struct uvcuda__loop *l, CUstream s, CUcontext cuctx,
 }
 
 static void tl_destroy(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
-  uvcuda__reactor_disarm(l, tl);
+  if (tl->r_shadow) uvcuda__reactor_disarm(l, tl);
   active_del(l, tl);
   hash_remove(l, tl);
   slot_put(l, tl);
@@ -380,7 +380,7 @@ void uvcuda__tl_remove(struct uvcuda__loop *l, uvcuda_future_t *f) {
     f->event_ = NULL;
   }
   f->timeline_ = NULL;
-  if (tl->pending == 0 || tl->armed == 0) uvcuda__reactor_disarm(l, tl);
+  if (tl->r_shadow) l->rsync = 1; /* threshold moved on: one sync per pass */
 }
 
 uint64_t uvcuda__tl_done(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
@@ -453,8 +453,24 @@ void uvcuda__tl_maybe_free(struct uvcuda__loop *l, struct uvcuda__timeline *tl) 
 }
 
 void uvcuda__tl_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
-  if (l->opts.completion == UVCUDA_COMPLETION_POLL || tl->head == NULL) return;
-  uvcuda__reactor_arm(l, tl, tl->head->seq_);
+  uint64_t thr;
+  if (uvcuda__tl_watch(l, tl, &thr)) uvcuda__reactor_arm(l, tl, thr);
+}
+
+int uvcuda__tl_watch(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
+                     uint64_t *threshold) {
+  if (l->opts.completion == UVCUDA_COMPLETION_POLL || tl->faulted) return 0;
+  if (tl->armed > 0 && tl->head != NULL) {
+    *threshold = tl->head->seq_;
+    return 1;
+  }
+  /* A closing loop waits for the GPU writes of cancelled futures. */
+  if (l->close_waiting && tl->mode != UVCUDA__TL_HOSTFN &&
+      !uvcuda__tl_quiescent(l, tl)) {
+    *threshold = tl->next_seq;
+    return 1;
+  }
+  return 0;
 }
 
 CUresult uvcuda__tl_query(struct uvcuda__timeline *tl) {

@@ -26,11 +26,28 @@ meson compile -C "$build"
 [ "${UVCUDA_SKIP_TESTS:-0}" = 1 ] && exit 0
 meson test -C "$build" -v --print-errorlogs --num-processes 2
 
+# The same suites under ASan+UBSan, TSan and valgrind (C tests only: the
+# Node suite runs node itself, which is not ours to instrument).
 if [ "${UVCUDA_CI_SANITIZE:-1}" = 1 ]; then
+  command -v valgrind >/dev/null || { apt-get install -y -qq valgrind >/dev/null 2>&1 || true; }
+  export UVCUDA_TEST_SLOW=1
   rm -rf "$build-asan"
-  meson setup "$build-asan" --werror -Dtests=enabled -Db_sanitize=address,undefined -Db_lundef=false
+  meson setup "$build-asan" --werror -Dtests=enabled -Dexamples=disabled -Dbench=disabled \
+    -Db_sanitize=address,undefined -Db_lundef=false
   meson compile -C "$build-asan"
-  UVCUDA_TEST_SLOW=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C "$build-asan" -v --print-errorlogs --num-processes 2 --suite unit --suite sim
+  rm -rf "$build-tsan"
+  meson setup "$build-tsan" --werror -Dtests=enabled -Dexamples=disabled -Dbench=disabled \
+    -Db_sanitize=thread -Db_lundef=false
+  meson compile -C "$build-tsan"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    meson test -C "$build-tsan" -v --print-errorlogs --num-processes 1 --suite unit --suite sim
+  if command -v valgrind >/dev/null; then
+    rm -rf "$build-vg"
+    meson setup "$build-vg" -Dtests=enabled -Dexamples=disabled -Dbench=disabled
+    meson compile -C "$build-vg"
+    meson test -C "$build-vg" -v --print-errorlogs --num-processes 2 --setup valgrind \
+      --suite unit --suite sim
+  fi
 fi
