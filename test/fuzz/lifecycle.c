@@ -260,7 +260,8 @@ int fuzz_finish(struct fz *z) {
   }
   if (z->ul_up) violation(z, "context never closed", -1);
   uv_close((uv_handle_t *)&z->tick, NULL);
-  fprintf(stderr, "fuzz: %llu ops, %llu contexts (%llu closed early), %llu starts, "
+  if (!getenv("UVCUDA_FUZZ_QUIET"))
+    fprintf(stderr, "fuzz: %llu ops, %llu contexts (%llu closed early), %llu starts, "
           "%llu callbacks (%llu cancelled, %llu errors), %llu violations\n",
           (unsigned long long)z->ops, (unsigned long long)z->ctx_inits,
           (unsigned long long)z->ctx_closes, (unsigned long long)z->nstarts,

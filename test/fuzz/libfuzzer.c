@@ -1,0 +1,43 @@
+/* libFuzzer target over the lifecycle fuzzer's core: each input byte is one
+ * step (the action), the first eight bytes seed the random choices inside a
+ * step. One uvcuda loop on the fuzzing thread, simulated driver with two
+ * devices. See test/fuzz/README.md for how to build and run it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lifecycle.h"
+
+CUcontext fuzz_ctx1;
+
+static void setup(void) {
+  PFN_cuDeviceGet_v2000 get;
+  PFN_cuDevicePrimaryCtxRetain_v7000 retain;
+  CUdevice d1;
+  void *p;
+  setenv("SIMCUDA_DEVICES", "2", 1);
+  setenv("UVCUDA_FUZZ_QUIET", "1", 1);
+  if (tu_setup(0) != 0 || !tu_is_simulated()) abort(); /* UVCUDA_LIBCUDA=sim */
+  uvcuda_driver_symbol("cuDeviceGet", 2000, &p);
+  memcpy(&get, &p, sizeof(p));
+  uvcuda_driver_symbol("cuDevicePrimaryCtxRetain", 7000, &p);
+  memcpy(&retain, &p, sizeof(p));
+  if (get(&d1, 1) == CUDA_SUCCESS) retain(&fuzz_ctx1, d1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static int ready;
+  uint64_t seed = 0;
+  struct fz *z;
+  size_t i;
+  if (!ready) {
+    setup();
+    ready = 1;
+  }
+  for (i = 0; i < size && i < 8; i++) seed = seed << 8 | data[i];
+  z = fuzz_new(seed, fuzz_ctx1 ? 2 : 1);
+  if (z == NULL) abort();
+  for (; i < size; i++) fuzz_step(z, data[i]);
+  if (fuzz_finish(z) != 0) abort(); /* an invariant broke: libFuzzer keeps the input */
+  fuzz_free(z);
+  return 0;
+}
