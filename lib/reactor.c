@@ -26,7 +26,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t mu;
 static pthread_cond_t cond;
 static uv_thread_t thread;
-static int running, stopping, parked;
+static int running, stopping, parked, joining;
 static unsigned users;
 static struct uvcuda__loop *loops;
 static uint64_t narmed_mem, narmed_probe; /* armed timelines by kind */
@@ -209,7 +209,7 @@ int uvcuda__reactor_attach(struct uvcuda__loop *l) {
   int err = 0;
   pthread_once(&once, init_once);
   uv_mutex_lock(&mu);
-  if (!running) {
+  if (!running && !joining) {
     stopping = 0;
     err = uv_thread_create(&thread, reactor_main, NULL);
     if (err == 0) running = 1;
@@ -237,18 +237,27 @@ void uvcuda__reactor_detach(struct uvcuda__loop *l) {
   if (l->rnext) l->rnext->rprev = l->rprev;
   l->rnext = l->rprev = NULL;
   l->reactor_attached = 0;
-  if (--users == 0) {
+  /* One joiner at a time; a loop that detaches while another joins has
+   * nothing left to wait for: the thread never touches it again. */
+  if (--users == 0 && !joining) {
     stopping = 1;
+    joining = 1;
     join = 1;
     pthread_cond_signal(&cond);
   }
   uv_mutex_unlock(&mu);
-  if (join) {
-    uv_thread_join(&thread);
-    uv_mutex_lock(&mu);
-    if (users == 0) running = 0;
-    uv_mutex_unlock(&mu);
+  if (!join) return;
+  uv_thread_join(&thread);
+  uv_mutex_lock(&mu);
+  running = 0;
+  joining = 0;
+  /* A loop attached while the thread was stopping found it "running" and
+   * started none: start one for it now. */
+  if (users > 0) {
+    stopping = 0;
+    if (uv_thread_create(&thread, reactor_main, NULL) == 0) running = 1;
   }
+  uv_mutex_unlock(&mu);
 }
 
 /* Caller holds mu. */

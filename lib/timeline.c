@@ -507,7 +507,9 @@ int uvcuda__probe_faults(struct uvcuda__loop *l) {
   int n = 0;
 
   for (tl = l->active; tl; tl = tl->anext) {
-    if (tl->faulted || tl->head == NULL) continue;
+    /* Also timelines with no future left but GPU writes still due: a
+     * closing loop waits for those, and after a fault they never land. */
+    if (tl->faulted || (tl->head == NULL && uvcuda__tl_quiescent(l, tl))) continue;
     r = uvcuda__tl_query(tl);
     if (is_stream_fault(r)) {
       uvcuda__fail_cuctx(l, tl->cuctx, UVCUDA_ECUDA(r));

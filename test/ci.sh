@@ -21,7 +21,9 @@ fi
 
 build=${UVCUDA_BUILD_DIR:-build}
 rm -rf "$build"
-meson setup "$build" --werror -Dtests=enabled -Dgpu_tests=enabled
+napi=disabled
+[ -f /usr/include/node/node_api.h ] && command -v node >/dev/null && napi=enabled
+meson setup "$build" --werror -Dtests=enabled -Dgpu_tests=enabled -Dnapi=$napi
 meson compile -C "$build"
 [ "${UVCUDA_SKIP_TESTS:-0}" = 1 ] && exit 0
 meson test -C "$build" -v --print-errorlogs --num-processes 2

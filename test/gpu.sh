@@ -1,31 +1,79 @@
 #!/usr/bin/env bash
-# Runs on the GPU host (see ../shared/gpu/README.md): builds in /tmp, runs
-# the gpu suite (and the sim suites, cheap), the demo and, with --bench, the
-# benchmarks. Logs and CSV go to $OUT.
-#   source .gpu-deps/env.sh && test/gpu.sh [--bench] [--soak]
+# Runs on the GPU host (see ../shared/gpu/README.md). Builds in /tmp (once
+# per machine), then does the steps asked for, in order; logs and results go
+# to $OUT.
+#   source .gpu-deps/env.sh && test/gpu.sh [steps...]
+# steps:
+#   --tests            the gpu suite (+ the sim suites there, cheap) and the demo
+#   --bench[=S,S]      bench/run.sh, all sections or the ones named
+#   --server           examples/server/run-gpu.sh (uvcuda vs thread pool)
+#   --node             the Node.js gpu tests and the settle benchmark
+#   --soak-start[=S]   start the soak (default 300 s) detached; survives this command
+#   --soak-wait        wait for a started soak, copy its log to $OUT
+# No step: --tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/uvcuda-out}
 mkdir -p "$OUT"
 B=/tmp/uvcuda-build
-rm -rf "$B"
-meson setup "$B" -Dtests=enabled -Dgpu_tests=enabled -Dbench=enabled -Dexamples=enabled \
-  --buildtype=release > "$OUT/build.log" 2>&1 && meson compile -C "$B" >> "$OUT/build.log" 2>&1
-rc=$?
-if [ $rc != 0 ]; then tail -40 "$OUT/build.log"; exit $rc; fi
-rm -f "$OUT/build.log"
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } > "$OUT/gpu-test.log" 2>&1
-# Timeouts cut to a third: a hang must not eat the whole device lease.
-meson test -C "$B" -v --suite gpu --num-processes 1 --timeout-multiplier 0.3 >> "$OUT/gpu-test.log" 2>&1
-gpu_rc=$?
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):|fault \(|ERROR|child failed" "$OUT/gpu-test.log"
-meson test -C "$B" --suite unit --suite sim --num-processes 8 > /tmp/sim-test.log 2>&1
-echo "sim suites on the GPU host: rc=$?"; grep -E "^(Ok|Fail|Skipped|Timeout):" /tmp/sim-test.log
-"$B/examples/uvcuda-demo" 2>&1 | tee "$OUT/demo.log"
+[ $# -eq 0 ] && set -- --tests
+napi=disabled
+[ -n "${NODE_INCLUDE_DIR:-}" ] && [ -d bindings/node ] && napi=enabled
+
+if [ ! -f "$B/.built" ]; then
+  rm -rf "$B"
+  meson setup "$B" -Dtests=enabled -Dgpu_tests=enabled -Dbench=enabled -Dexamples=enabled \
+    -Dnapi=$napi --buildtype=release > "$OUT/build.log" 2>&1 &&
+    meson compile -C "$B" >> "$OUT/build.log" 2>&1
+  rc=$?
+  if [ $rc != 0 ]; then tail -40 "$OUT/build.log"; exit $rc; fi
+  rm -f "$OUT/build.log"
+  touch "$B/.built"
+fi
+
+status=0
 for a in "$@"; do
   case "$a" in
-    --bench) [ -x bench/run.sh ] && bench/run.sh "$B" "$OUT" ;;
-    --soak) test/soak.sh "$B" "$OUT" "${UVCUDA_SOAK_S:-300}" 4 ;;
+    --tests)
+      { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } \
+        > "$OUT/gpu-test.log" 2>&1
+      # Timeouts cut to a third: a hang must not eat the device lease.
+      meson test -C "$B" -v --suite gpu --num-processes 1 --timeout-multiplier 0.3 \
+        >> "$OUT/gpu-test.log" 2>&1 || status=1
+      grep -E "^\[  (PASSED|FAILED|SKIPPED) |^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):|fault \(|ERROR|child failed|^# (pass|fail|skip)" \
+        "$OUT/gpu-test.log"
+      meson test -C "$B" --suite unit --suite sim --num-processes 8 > /tmp/sim-test.log 2>&1
+      echo "sim suites on the GPU host: rc=$?"; grep -E "^(Ok|Fail|Skipped|Timeout):" /tmp/sim-test.log
+      "$B/examples/uvcuda-demo" 2>&1 | tee "$OUT/demo.log"
+      ;;
+    --bench) bench/run.sh "$B" "$OUT" ;;
+    --bench=*)
+      args=()
+      IFS=, read -ra secs <<< "${a#--bench=}"
+      for s in "${secs[@]}"; do args+=(--section "$s"); done
+      bench/run.sh "$B" "$OUT" "${args[@]}"
+      ;;
+    --server) timeout 150 examples/server/run-gpu.sh "$B" "$OUT" || status=1 ;;
+    --node)
+      if [ "$napi" = enabled ] && [ -x bindings/node/run-gpu.sh ]; then
+        timeout 150 bindings/node/run-gpu.sh "$B" "$OUT" || status=1
+      else
+        echo "node: not built (no NODE_INCLUDE_DIR or no bindings/node/run-gpu.sh)"
+      fi
+      ;;
+    --soak-start*)
+      secs=${a#--soak-start}; secs=${secs#=}; secs=${secs:-300}
+      rm -f /tmp/uvcuda-soak.txt /tmp/uvcuda-soak.done
+      setsid bash -c "test/soak.sh '$B' /tmp '$secs' 4 > /dev/null 2>&1; cp /tmp/soak.txt /tmp/uvcuda-soak.txt; touch /tmp/uvcuda-soak.done" \
+        < /dev/null > /dev/null 2>&1 &
+      echo "soak started for $secs s"
+      ;;
+    --soak-wait)
+      for _ in $(seq 1 560); do [ -f /tmp/uvcuda-soak.done ] && break; sleep 1; done
+      if [ -f /tmp/uvcuda-soak.txt ]; then cp /tmp/uvcuda-soak.txt "$OUT/soak.txt"; tail -12 "$OUT/soak.txt"
+      else echo "soak: no result (not finished?)"; cp /tmp/soak.txt "$OUT/soak.txt" 2>/dev/null; status=1; fi
+      ;;
+    *) echo "unknown step $a" >&2; exit 2 ;;
   esac
 done
-exit $gpu_rc
+exit $status

@@ -73,7 +73,8 @@ static int op_work(uvcuda_future_t *f, uvcuda_stream_t s) {
   uint64_t r = rnd(sl->fz);
   if (r % 11 == 0) return (int)CUDA_ERROR_INVALID_VALUE;
   if (r % 13 == 0) return UVCUDA_ENOMEM;
-  return (int)simcuda_enqueue_work((CUstream)s, (r >> 8) % 40000);
+  /* Short: simulated work spins a core, and POLL loops spin too. */
+  return (int)simcuda_enqueue_work((CUstream)s, (r >> 8) % 10000);
 }
 
 static void on_close(uvcuda_future_t *f) {
@@ -231,7 +232,8 @@ int fuzz_step(struct fz *z, unsigned action) {
 
 /* Closes everything and checks the final tallies. */
 int fuzz_finish(struct fz *z) {
-  int i, spins = 0;
+  int i;
+  uint64_t end = uv_hrtime() + 60000000000ull; /* 60 s: only a bug waits that long */
   for (i = 0; i < NF; i++) {
     slot_t *sl = &z->s[i];
     if (sl->inited && !sl->closing) {
@@ -240,7 +242,7 @@ int fuzz_finish(struct fz *z) {
       sl->closes++;
     }
   }
-  while (spins++ < 200000) {
+  while (uv_hrtime() < end) {
     int busy = 0;
     for (i = 0; i < NF; i++) busy |= z->s[i].inited;
     if (!busy) break;
@@ -251,7 +253,7 @@ int fuzz_finish(struct fz *z) {
     if (uvcuda_loop_close(&z->ul, on_ctx_closed) != 0) violation(z, "final context close", -1);
     z->ul_closing = 1;
   }
-  while (z->ul_up && spins++ < 400000) uv_run(&z->uv, UV_RUN_NOWAIT);
+  while (z->ul_up && uv_hrtime() < end) uv_run(&z->uv, UV_RUN_ONCE);
   for (i = 0; i < NF; i++) {
     slot_t *sl = &z->s[i];
     if (sl->inited) violation(z, "future never closed", i);

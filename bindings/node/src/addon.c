@@ -1,0 +1,431 @@
+/* The uvcuda Node addon: module init, errors, argument checks, and the
+ * functions that are not methods (driverInfo, deviceCount, configure,
+ * stats). See addon.h for how CUDA objects live and die. */
+#include "addon.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------ */
+
+static napi_value throw_v(napi_env env, int range, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  if (range) napi_throw_range_error(env, "ERR_OUT_OF_RANGE", msg);
+  else napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", msg);
+  return NULL;
+}
+
+napi_value throw_type(napi_env env, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  throw_v(env, 0, fmt, ap);
+  va_end(ap);
+  return NULL;
+}
+
+napi_value throw_range(napi_env env, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  throw_v(env, 1, fmt, ap);
+  va_end(ap);
+  return NULL;
+}
+
+napi_value throw_closed(napi_env env, const char *what) {
+  char msg[256];
+  napi_value code, text, err, num;
+  snprintf(msg, sizeof(msg), "%s is closed (freed, destroyed or unloaded)", what);
+  if (napi_create_string_utf8(env, uvcuda_err_name(UVCUDA_ECLOSING),
+                              NAPI_AUTO_LENGTH, &code) != napi_ok ||
+      napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text) != napi_ok ||
+      napi_create_type_error(env, code, text, &err) != napi_ok)
+    return NULL;
+  if (napi_create_int32(env, UVCUDA_ECLOSING, &num) == napi_ok)
+    napi_set_named_property(env, err, "errno", num);
+  napi_throw(env, err);
+  return NULL;
+}
+
+napi_value throw_uv(napi_env env, int err) {
+  uvcuda_napi_throw(env, err);
+  return NULL;
+}
+
+napi_value throw_cu(napi_env env, CUresult r) {
+  return throw_uv(env, UVCUDA_ECUDA(r));
+}
+
+int need_driver(napi_env env) {
+  int err = cu_load();
+  if (err == 0) return 0;
+  throw_uv(env, err);
+  return -1;
+}
+
+struct addon_env *addon_env_get(napi_env env) {
+  void *p = NULL;
+  if (uvcuda_napi_get_data(env, &p) != napi_ok) return NULL;
+  return p;
+}
+
+/* ---- arguments --------------------------------------------------------- */
+
+int arg_is_undefined(napi_env env, napi_value v) {
+  napi_valuetype t;
+  if (v == NULL) return 1;
+  if (napi_typeof(env, v, &t) != napi_ok) return 0;
+  return t == napi_undefined;
+}
+
+static int arg_number(napi_env env, napi_value v, const char *what, double *out) {
+  napi_valuetype t;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) {
+    throw_type(env, "%s must be a number", what);
+    return -1;
+  }
+  napi_get_value_double(env, v, out);
+  return 0;
+}
+
+int arg_size(napi_env env, napi_value v, const char *what, size_t *out) {
+  double d;
+  if (arg_number(env, v, what, &d) != 0) return -1;
+  if (!(d >= 0) || d != floor(d) || d > 9007199254740991.0) {
+    throw_range(env, "%s must be a non-negative integer, got %g", what, d);
+    return -1;
+  }
+  *out = (size_t)d;
+  return 0;
+}
+
+int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo,
+            uint32_t *out) {
+  double d;
+  if (arg_number(env, v, what, &d) != 0) return -1;
+  if (!(d >= lo) || d != floor(d) || d > 4294967295.0) {
+    throw_range(env, "%s must be an integer from %u to 4294967295, got %g", what,
+                lo, d);
+    return -1;
+  }
+  *out = (uint32_t)d;
+  return 0;
+}
+
+int arg_u64_handle(napi_env env, napi_value v, const char *what, uint64_t *out) {
+  napi_valuetype t;
+  bool lossless = false;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_bigint) {
+    throw_type(env, "%s must be a BigInt", what);
+    return -1;
+  }
+  napi_get_value_bigint_uint64(env, v, out, &lossless);
+  if (!lossless) {
+    throw_range(env, "%s must be a BigInt from 0n to 2n ** 64n - 1n", what);
+    return -1;
+  }
+  return 0;
+}
+
+static size_t typed_size(napi_typedarray_type t) {
+  switch (t) {
+    case napi_int8_array: case napi_uint8_array: case napi_uint8_clamped_array:
+      return 1;
+    case napi_int16_array: case napi_uint16_array:
+      return 2;
+    case napi_int32_array: case napi_uint32_array: case napi_float32_array:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+int arg_bytes(napi_env env, napi_value v, const char *what, void **data,
+              size_t *len) {
+  bool is = false;
+  napi_typedarray_type tt;
+  napi_value ab;
+  size_t n = 0, off = 0;
+  void *p = NULL, *base = NULL;
+
+  if (napi_is_typedarray(env, v, &is) == napi_ok && is) {
+    if (napi_get_typedarray_info(env, v, &tt, &n, &p, &ab, &off) != napi_ok) goto bad;
+    *data = p; /* already at byte_offset */
+    *len = n * typed_size(tt);
+    return 0;
+  }
+  if (napi_is_dataview(env, v, &is) == napi_ok && is) {
+    if (napi_get_dataview_info(env, v, &n, &p, &ab, &off) != napi_ok) goto bad;
+    if (napi_get_arraybuffer_info(env, ab, &base, NULL) == napi_ok)
+      p = base ? (char *)base + off : NULL;
+    *data = p;
+    *len = n;
+    return 0;
+  }
+  if (napi_is_arraybuffer(env, v, &is) == napi_ok && is) {
+    if (napi_get_arraybuffer_info(env, v, &p, &n) != napi_ok) goto bad;
+    *data = p;
+    *len = n;
+    return 0;
+  }
+bad:
+  throw_type(env, "%s must be a TypedArray, Buffer, DataView or ArrayBuffer", what);
+  return -1;
+}
+
+int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]) {
+  bool is = false;
+  uint32_t n = 0, i, x;
+  napi_value e;
+  char name[64];
+
+  out[0] = out[1] = out[2] = 1;
+  if (napi_is_array(env, v, &is) == napi_ok && is) {
+    napi_get_array_length(env, v, &n);
+    if (n < 1 || n > 3) {
+      throw_range(env, "%s must have 1 to 3 dimensions, got %u", what, n);
+      return -1;
+    }
+    for (i = 0; i < n; i++) {
+      snprintf(name, sizeof(name), "%s[%u]", what, i);
+      if (napi_get_element(env, v, i, &e) != napi_ok ||
+          arg_u32(env, e, name, 1, &x) != 0)
+        return -1;
+      out[i] = x;
+    }
+    return 0;
+  }
+  {
+    napi_valuetype t;
+    if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) {
+      throw_type(env, "%s must be a number or an array of 1 to 3 numbers", what);
+      return -1;
+    }
+  }
+  if (arg_u32(env, v, what, 1, &x) != 0) return -1;
+  out[0] = x;
+  return 0;
+}
+
+/* ---- module functions -------------------------------------------------- */
+
+static napi_status set_bool(napi_env env, napi_value o, const char *k, int b) {
+  napi_value v;
+  napi_status s = napi_get_boolean(env, b != 0, &v);
+  return s == napi_ok ? napi_set_named_property(env, o, k, v) : s;
+}
+
+static napi_status set_num(napi_env env, napi_value o, const char *k, double d) {
+  napi_value v;
+  napi_status s = napi_create_double(env, d, &v);
+  return s == napi_ok ? napi_set_named_property(env, o, k, v) : s;
+}
+
+static napi_status set_str(napi_env env, napi_value o, const char *k, const char *str) {
+  napi_value v;
+  napi_status s = napi_create_string_utf8(env, str ? str : "", NAPI_AUTO_LENGTH, &v);
+  return s == napi_ok ? napi_set_named_property(env, o, k, v) : s;
+}
+
+/* driverInfo(): the loaded driver, or throws UVCUDA_ENODRIVER & co. */
+static napi_value js_driver_info(napi_env env, napi_callback_info info) {
+  uvcuda_driver_info_t di;
+  napi_value o;
+  int err;
+  (void)info;
+  if (need_driver(env) != 0) return NULL;
+  if ((err = uvcuda_driver_info(&di)) != 0) return throw_uv(env, err);
+  if (napi_create_object(env, &o) != napi_ok) return NULL;
+  set_str(env, o, "path", di.path);
+  set_num(env, o, "driverVersion", di.driver_version);
+  set_num(env, o, "deviceCount", di.device_count);
+  set_bool(env, o, "memops32", di.memops32);
+  set_bool(env, o, "memops64", di.memops64);
+  set_bool(env, o, "hostTaskSync", di.host_task_sync);
+  set_bool(env, o, "simulated", di.simulated);
+  return o;
+}
+
+static napi_value js_device_count(napi_env env, napi_callback_info info) {
+  int n = 0;
+  CUresult r;
+  napi_value v;
+  (void)info;
+  if (need_driver(env) != 0) return NULL;
+  if ((r = cu.cuDeviceGetCount(&n)) != CUDA_SUCCESS) return throw_cu(env, r);
+  napi_create_int32(env, n, &v);
+  return v;
+}
+
+/* configure({ completion, spinBudgetUs, probeIntervalUs, latencyHistogram }) */
+static napi_value js_configure(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], v;
+  napi_valuetype t;
+  uvcuda_options_t o;
+  bool has = false, b = false;
+  char name[32];
+  size_t len = 0;
+  int err;
+
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  uvcuda_options_init(&o);
+  if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_object)
+    return throw_type(env, "options must be an object");
+
+  napi_has_named_property(env, argv[0], "completion", &has);
+  if (has) {
+    napi_get_named_property(env, argv[0], "completion", &v);
+    if (napi_typeof(env, v, &t) != napi_ok || t != napi_string)
+      return throw_type(env, "options.completion must be a string");
+    napi_get_value_string_utf8(env, v, name, sizeof(name), &len);
+    if ((err = uvcuda_completion_parse(name, &o.completion)) != 0)
+      return throw_range(env, "options.completion: unknown strategy '%s' (auto, "
+                              "reactor, hostfn, hostfn-spin, hostfn-block, poll)",
+                         name);
+  }
+  napi_has_named_property(env, argv[0], "spinBudgetUs", &has);
+  if (has) {
+    uint32_t u;
+    napi_get_named_property(env, argv[0], "spinBudgetUs", &v);
+    if (arg_u32(env, v, "options.spinBudgetUs", 0, &u) != 0) return NULL;
+    if (u > 1000000) return throw_range(env, "options.spinBudgetUs must be <= 1000000");
+    o.spin_budget_us = (int32_t)u;
+  }
+  napi_has_named_property(env, argv[0], "probeIntervalUs", &has);
+  if (has) {
+    uint32_t u;
+    napi_get_named_property(env, argv[0], "probeIntervalUs", &v);
+    if (arg_u32(env, v, "options.probeIntervalUs", 50, &u) != 0) return NULL;
+    if (u > 2000) return throw_range(env, "options.probeIntervalUs must be 50..2000");
+    o.probe_interval_us = (int32_t)u;
+  }
+  napi_has_named_property(env, argv[0], "latencyHistogram", &has);
+  if (has) {
+    napi_get_named_property(env, argv[0], "latencyHistogram", &v);
+    if (napi_get_value_bool(env, v, &b) != napi_ok)
+      return throw_type(env, "options.latencyHistogram must be a boolean");
+    if (b) o.flags |= UVCUDA_OPT_LATENCY_HISTOGRAM;
+  }
+  if (uvcuda_napi_configure(env, &o) != napi_ok) return NULL;
+  return NULL;
+}
+
+/* stats(): this env's uvcuda loop counters and the helper's promise counts. */
+static napi_value js_stats(napi_env env, napi_callback_info info) {
+  uvcuda_loop_t *ul;
+  uvcuda_stats_t s;
+  uvcuda_napi_stats_t ns;
+  napi_value o, hist, n;
+  int err, i;
+  (void)info;
+
+  if (uvcuda_napi_loop(env, &ul) != napi_ok) return NULL;
+  if ((err = uvcuda_loop_stats(ul, &s)) != 0) return throw_uv(env, err);
+  if (uvcuda_napi_stats(env, &ns) != napi_ok) return NULL;
+  if (napi_create_object(env, &o) != napi_ok) return NULL;
+  set_str(env, o, "completion", uvcuda_completion_name(uvcuda_loop_completion(ul)));
+  set_num(env, o, "spinBudgetNs", (double)uvcuda_loop_spin_budget_ns(ul));
+  set_num(env, o, "started", (double)s.started);
+  set_num(env, o, "completedSpin", (double)s.completed_spin);
+  set_num(env, o, "completedReactor", (double)s.completed_reactor);
+  set_num(env, o, "completedHostfn", (double)s.completed_hostfn);
+  set_num(env, o, "completedPoll", (double)s.completed_poll);
+  set_num(env, o, "failed", (double)s.failed);
+  set_num(env, o, "cancelled", (double)s.cancelled);
+  set_num(env, o, "fallbacks", (double)s.fallbacks);
+  set_num(env, o, "reactorWakeups", (double)s.reactor_wakeups);
+  set_num(env, o, "hostfnWakeups", (double)s.hostfn_wakeups);
+  set_num(env, o, "faults", (double)s.faults);
+  set_num(env, o, "timelines", (double)s.timelines);
+  set_num(env, o, "pending", (double)ns.pending);
+  set_num(env, o, "awaited", (double)ns.awaited);
+  set_num(env, o, "resolved", (double)ns.resolved);
+  set_num(env, o, "rejected", (double)ns.rejected);
+  napi_create_array_with_length(env, UVCUDA_HIST_BUCKETS, &hist);
+  for (i = 0; i < UVCUDA_HIST_BUCKETS; i++) {
+    napi_create_double(env, (double)s.latency_hist[i], &n);
+    napi_set_element(env, hist, (uint32_t)i, n);
+  }
+  napi_set_named_property(env, o, "latencyHistogram", hist);
+  return o;
+}
+
+/* errorName(errno) / strerror(errno): uvcuda's names for any code. */
+static napi_value js_err_text(napi_env env, napi_callback_info info, int name) {
+  size_t argc = 1;
+  napi_value argv[1], v;
+  int32_t e;
+  napi_valuetype t;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_number)
+    return throw_type(env, "errno must be a number");
+  napi_get_value_int32(env, argv[0], &e);
+  napi_create_string_utf8(env, name ? uvcuda_err_name(e) : uvcuda_strerror(e),
+                          NAPI_AUTO_LENGTH, &v);
+  return v;
+}
+static napi_value js_error_name(napi_env env, napi_callback_info info) {
+  return js_err_text(env, info, 1);
+}
+static napi_value js_strerror(napi_env env, napi_callback_info info) {
+  return js_err_text(env, info, 0);
+}
+
+/* ---- per-env state ----------------------------------------------------- */
+
+/* Runs when Node deletes the env: after the loop context closed and after
+ * every wrapper's finalizer, so nothing can use what is destroyed here. */
+static void addon_env_finalize(napi_env env, void *data, void *hint) {
+  struct addon_env *ae = data;
+  int i;
+  (void)hint;
+  addon_env_free_grave(ae);
+  for (i = 0; i < ae->ndevs; i++)
+    if (ae->devs[i]) dev_unref(ae->devs[i]);
+  free(ae->devs);
+  for (i = 0; i < RES_NKINDS; i++)
+    if (ae->ctor[i]) napi_delete_reference(env, ae->ctor[i]);
+  free(ae);
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  struct addon_env *ae = calloc(1, sizeof(*ae));
+  napi_value v;
+  char ver[32];
+  napi_property_descriptor fns[] = {
+      {"driverInfo", NULL, js_driver_info, NULL, NULL, NULL, napi_default, NULL},
+      {"deviceCount", NULL, js_device_count, NULL, NULL, NULL, napi_default, NULL},
+      {"configure", NULL, js_configure, NULL, NULL, NULL, napi_default, NULL},
+      {"stats", NULL, js_stats, NULL, NULL, NULL, napi_default, NULL},
+      {"fence", NULL, js_fence, NULL, NULL, NULL, napi_default, NULL},
+      {"errorName", NULL, js_error_name, NULL, NULL, NULL, napi_default, NULL},
+      {"strerror", NULL, js_strerror, NULL, NULL, NULL, napi_default, NULL},
+  };
+
+  if (ae == NULL) {
+    napi_throw_error(env, "ERR_UVCUDA_NOMEM", "out of memory");
+    return NULL;
+  }
+  ae->env = env;
+  if (uvcuda_napi_set_data(env, ae, addon_env_finalize, NULL) != napi_ok) {
+    free(ae);
+    return NULL;
+  }
+  if (objects_init(env, exports, ae) != napi_ok ||
+      stream_init(env, exports, ae) != napi_ok ||
+      napi_define_properties(env, exports, sizeof(fns) / sizeof(fns[0]), fns) !=
+          napi_ok)
+    return NULL;
+  snprintf(ver, sizeof(ver), "%d.%d.%d", UVCUDA_VERSION_MAJOR,
+           UVCUDA_VERSION_MINOR, UVCUDA_VERSION_PATCH);
+  napi_create_string_utf8(env, ver, NAPI_AUTO_LENGTH, &v);
+  napi_set_named_property(env, exports, "version", v);
+  return exports;
+}
+
+NAPI_MODULE_INIT() { return init(env, exports); }

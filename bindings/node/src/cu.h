@@ -1,0 +1,57 @@
+/* The CUDA driver entry points the addon calls, resolved at run time through
+ * uvcuda_driver_symbol (nothing links libcuda), each at the ABI version of
+ * the PFN_<name>_v<version> typedef it is called through. */
+#ifndef UVCUDA_NODE_CU_H
+#define UVCUDA_NODE_CU_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#define UVCUDA_NODE_CU(XX)               \
+  XX(cuDeviceGet, 2000)                  \
+  XX(cuDeviceGetCount, 2000)             \
+  XX(cuDeviceGetName, 2000)              \
+  XX(cuDeviceGetAttribute, 2000)         \
+  XX(cuDevicePrimaryCtxRetain, 7000)     \
+  XX(cuDevicePrimaryCtxRelease, 11000)   \
+  XX(cuCtxGetCurrent, 4000)              \
+  XX(cuCtxSetCurrent, 4000)              \
+  XX(cuStreamCreate, 2000)               \
+  XX(cuStreamDestroy, 4000)              \
+  XX(cuStreamSynchronize, 2000)          \
+  XX(cuStreamGetCtx, 9020)               \
+  XX(cuStreamBeginCapture, 10010)        \
+  XX(cuStreamEndCapture, 10000)          \
+  XX(cuGraphDestroy, 10000)              \
+  XX(cuMemAlloc, 3020)                   \
+  XX(cuMemFree, 3020)                    \
+  XX(cuMemcpyHtoDAsync, 3020)            \
+  XX(cuMemcpyDtoHAsync, 3020)            \
+  XX(cuMemcpyDtoDAsync, 3020)            \
+  XX(cuMemsetD8Async, 3020)              \
+  XX(cuModuleLoadData, 2000)             \
+  XX(cuModuleGetFunction, 2000)          \
+  XX(cuModuleUnload, 2000)               \
+  XX(cuLaunchKernel, 4000)
+
+/* Optional: NULL where the driver lacks them (the simulation does). The
+ * stream-ordered allocator frees without waiting for the device. */
+#define UVCUDA_NODE_CU_OPTIONAL(XX)      \
+  XX(cuMemAllocAsync, 11020)             \
+  XX(cuMemFreeAsync, 11020)
+
+struct cu_table {
+#define UVCUDA_NODE_CU_FIELD(name, ver) PFN_##name##_v##ver name;
+  UVCUDA_NODE_CU(UVCUDA_NODE_CU_FIELD)
+  UVCUDA_NODE_CU_OPTIONAL(UVCUDA_NODE_CU_FIELD)
+#undef UVCUDA_NODE_CU_FIELD
+};
+
+extern struct cu_table cu;
+
+/* Loads the driver (uvcuda_driver_load) and resolves the table once per
+ * process. Returns 0 or a uvcuda error (UVCUDA_ENODRIVER, UVCUDA_ENOSYM,
+ * ...). Any thread. */
+int cu_load(void);
+
+#endif

@@ -1,0 +1,708 @@
+/* Device, DeviceMemory, Module and Kernel, and the lifetime rules of every
+ * CUDA object the addon owns (see addon.h). */
+#include "addon.h"
+#include "reaper.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const addon_class_names[RES_NKINDS] = {
+    "Device", "Stream", "DeviceMemory", "Module", "Kernel"};
+
+const char *const addon_ptype_names[P_NTYPES] = {
+    "ptr", "u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32", "f64"};
+
+/* One tag per class: napi_unwrap of a foreign object is never attempted. */
+static const napi_type_tag tags[RES_NKINDS] = {
+    {0x7576637564614e00ull, 0x8a41d3c6f1e20b57ull},
+    {0x7576637564614e01ull, 0x3c9e57a1d20f6b84ull},
+    {0x7576637564614e02ull, 0xe27b10c45a9d3f16ull},
+    {0x7576637564614e03ull, 0x51f0a8e93b6c2d7aull},
+    {0x7576637564614e04ull, 0xb46d29f70c1e85a3ull},
+};
+
+/* Set while the addon itself constructs a wrapper: `new Stream()` & co from
+ * JS throw. JS threads (main, workers) never share it. */
+static _Thread_local int constructing;
+
+/* ---- devices and contexts ---------------------------------------------- */
+
+void dev_ref(struct dev *d) { d->refs++; }
+
+void dev_unref(struct dev *d) {
+  if (--d->refs > 0) return;
+  if (d->alloc_stream) reap_stream(d->ctx, d->alloc_stream);
+  reap_ctx_release(d->cudev); /* after everything queued before it */
+  free(d);
+}
+
+CUcontext ctx_push(struct dev *d) {
+  CUcontext prev = NULL;
+  cu.cuCtxGetCurrent(&prev);
+  if (prev != d->ctx) cu.cuCtxSetCurrent(d->ctx);
+  return prev;
+}
+
+void ctx_pop(CUcontext prev, struct dev *d) {
+  if (prev != d->ctx) cu.cuCtxSetCurrent(prev);
+}
+
+/* The env's device of `ordinal`, opened (primary context retained) on
+ * first use. Throws and returns NULL on failure. */
+static struct dev *dev_open(napi_env env, struct addon_env *ae, int ordinal) {
+  struct dev *d;
+  CUresult r;
+  int n = 0;
+
+  if (need_driver(env) != 0) return NULL;
+  if ((r = cu.cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
+    throw_cu(env, r);
+    return NULL;
+  }
+  if (ordinal < 0 || ordinal >= n) {
+    throw_range(env, "device ordinal must be 0 to %d, got %d", n - 1, ordinal);
+    return NULL;
+  }
+  if (ae->devs == NULL || ae->ndevs < n) {
+    struct dev **p = realloc(ae->devs, (size_t)n * sizeof(*p));
+    if (p == NULL) {
+      throw_uv(env, UVCUDA_ENOMEM);
+      return NULL;
+    }
+    memset(p + ae->ndevs, 0, (size_t)(n - ae->ndevs) * sizeof(*p));
+    ae->devs = p;
+    ae->ndevs = n;
+  }
+  if (ae->devs[ordinal]) return ae->devs[ordinal];
+  if ((d = calloc(1, sizeof(*d))) == NULL) {
+    throw_uv(env, UVCUDA_ENOMEM);
+    return NULL;
+  }
+  d->ordinal = ordinal;
+  if ((r = cu.cuDeviceGet(&d->cudev, ordinal)) != CUDA_SUCCESS ||
+      (r = cu.cuDevicePrimaryCtxRetain(&d->ctx, d->cudev)) != CUDA_SUCCESS) {
+    free(d);
+    throw_cu(env, r);
+    return NULL;
+  }
+  if (cu.cuDeviceGetName(d->name, (int)sizeof(d->name), d->cudev) != CUDA_SUCCESS)
+    snprintf(d->name, sizeof(d->name), "CUDA device %d", ordinal);
+  cu.cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                          d->cudev);
+  cu.cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                          d->cudev);
+  {
+    int pools = 0;
+    const char *e = getenv("UVCUDA_NODE_NO_POOLS");
+    if (cu.cuMemAllocAsync && cu.cuMemFreeAsync && (e == NULL || strcmp(e, "1") != 0) &&
+        cu.cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                d->cudev) == CUDA_SUCCESS && pools) {
+      CUcontext prev = ctx_push(d);
+      if (cu.cuStreamCreate(&d->alloc_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        d->alloc_stream = NULL;
+      ctx_pop(prev, d);
+    }
+  }
+  d->refs = 1; /* the env's, until it is deleted */
+  ae->devs[ordinal] = d;
+  return d;
+}
+
+/* ---- resources --------------------------------------------------------- */
+
+static void res_settle(napi_env env, struct res *r);
+
+/* The CUDA object goes to the reaper (reaper.c): freeing device memory or
+ * unloading a module waits for the device, which must not happen on the JS
+ * thread. */
+static void destroy_now(napi_env env, struct res *r) {
+  r->destroyed = 1;
+  switch (r->kind) {
+    case RES_STREAM: {
+      struct stream_res *s = (struct stream_res *)r;
+      if (s->owned && r->dev) reap_stream(r->dev->ctx, s->stream);
+      break;
+    }
+    case RES_MEMORY: {
+      struct mem_res *m = (struct mem_res *)r;
+      if (m->pooled) { /* stream-ordered: does not wait for the device */
+        CUcontext prev = ctx_push(r->dev);
+        if (cu.cuMemFreeAsync(m->ptr, r->dev->alloc_stream) != CUDA_SUCCESS)
+          reap_memory(r->dev->ctx, m->ptr);
+        ctx_pop(prev, r->dev);
+      } else {
+        reap_memory(r->dev->ctx, m->ptr);
+      }
+      break;
+    }
+    case RES_MODULE:
+      reap_module(r->dev->ctx, ((struct mod_res *)r)->mod);
+      break;
+    case RES_KERNEL: {
+      struct kern_res *k = (struct kern_res *)r;
+      struct mod_res *m = k->mod;
+      k->mod = NULL;
+      if (m) res_release(env, &m->h);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+/* Destroys the CUDA object once closed and idle (or defers that to the
+ * graveyard from env teardown on), frees the struct once nothing points at
+ * it. r may be gone on return. */
+static void res_settle(napi_env env, struct res *r) {
+  struct addon_env *ae = r->ae;
+  if (r->in_grave) return;
+  if (r->closed && r->ops == 0 && !r->destroyed) {
+    if (uvcuda_napi_closing(env) && ae != NULL) {
+      r->in_grave = 1;
+      r->grave_next = ae->grave;
+      ae->grave = r;
+      return;
+    }
+    destroy_now(env, r);
+  }
+  if (r->destroyed && !r->wrapped && r->ops == 0) {
+    if (r->dev) dev_unref(r->dev);
+    free(r);
+  }
+}
+
+void addon_env_free_grave(struct addon_env *ae) {
+  struct res *r;
+  /* Destroying a Kernel may put its Module here: loop until empty. */
+  while ((r = ae->grave) != NULL) {
+    ae->grave = r->grave_next;
+    r->in_grave = 0;
+    destroy_now(ae->env, r);
+    if (!r->wrapped && r->ops == 0) {
+      if (r->dev) dev_unref(r->dev);
+      free(r);
+    }
+  }
+}
+
+void res_hold(struct res *r) { r->ops++; }
+
+void res_release(napi_env env, struct res *r) {
+  r->ops--;
+  res_settle(env, r);
+}
+
+void res_close(napi_env env, struct res *r) {
+  if (r->closed) return;
+  r->closed = 1;
+  res_settle(env, r);
+}
+
+static void res_finalize(napi_env env, void *data, void *hint) {
+  struct res *r = data;
+  (void)hint;
+  r->wrapped = 0;
+  if (!r->closed) r->closed = 1;
+  res_settle(env, r);
+}
+
+int res_unwrap(napi_env env, napi_value v, int kind, const char *what,
+               int allow_closed, struct res **out) {
+  napi_valuetype t;
+  bool ok = false;
+  void *p = NULL;
+
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_object ||
+      napi_check_object_type_tag(env, v, &tags[kind], &ok) != napi_ok || !ok ||
+      napi_unwrap(env, v, &p) != napi_ok || p == NULL) {
+    throw_type(env, "%s must be a uvcuda %s", what, addon_class_names[kind]);
+    return -1;
+  }
+  if (((struct res *)p)->closed && !allow_closed) {
+    throw_closed(env, addon_class_names[kind]);
+    return -1;
+  }
+  *out = p;
+  return 0;
+}
+
+napi_status res_wrap_new(napi_env env, struct res *r, napi_value *out) {
+  struct addon_env *ae = r->ae;
+  napi_value ctor;
+  napi_status s;
+
+  if ((s = napi_get_reference_value(env, ae->ctor[r->kind], &ctor)) != napi_ok)
+    return s;
+  constructing = 1;
+  s = napi_new_instance(env, ctor, 0, NULL, out);
+  constructing = 0;
+  if (s != napi_ok) return s;
+  if ((s = napi_type_tag_object(env, *out, &tags[r->kind])) != napi_ok ||
+      (s = napi_wrap(env, *out, r, res_finalize, NULL, NULL)) != napi_ok)
+    return s;
+  r->wrapped = 1;
+  return napi_ok;
+}
+
+static struct res *res_new(struct addon_env *ae, int kind, size_t size,
+                           struct dev *d) {
+  struct res *r = calloc(1, size);
+  if (r == NULL) return NULL;
+  r->kind = kind;
+  r->ae = ae;
+  r->dev = d;
+  if (d) dev_ref(d);
+  return r;
+}
+
+/* A struct that never got a wrapper (creation failed half way). */
+static void res_discard(napi_env env, struct res *r) {
+  r->closed = 1;
+  res_settle(env, r);
+}
+
+/* Sets a read-only, enumerable own property. */
+static void set_ro(napi_env env, napi_value obj, const char *name, napi_value v) {
+  napi_property_descriptor d = {name, NULL, NULL, NULL, NULL, v, napi_enumerable,
+                                NULL};
+  napi_define_properties(env, obj, 1, &d);
+}
+
+/* Returns `this` unwrapped as `kind` (closed allowed or not). */
+static struct res *this_res(napi_env env, napi_callback_info info, int kind,
+                            int allow_closed, size_t *argc, napi_value *argv,
+                            napi_value *self) {
+  napi_value this_;
+  struct res *r;
+  if (napi_get_cb_info(env, info, argc, argv, &this_, NULL) != napi_ok) return NULL;
+  if (self) *self = this_;
+  if (res_unwrap(env, this_, kind, "this", allow_closed, &r) != 0) return NULL;
+  return r;
+}
+
+/* ---- Device ------------------------------------------------------------ */
+
+napi_status device_object(napi_env env, struct dev *d, napi_value *out) {
+  struct addon_env *ae = addon_env_get(env);
+  struct res *r = res_new(ae, RES_DEVICE, sizeof(struct res), d);
+  napi_status s;
+  if (r == NULL) return napi_generic_failure;
+  if ((s = res_wrap_new(env, r, out)) != napi_ok) res_discard(env, r);
+  return s;
+}
+
+/* new Device(ordinal = 0) */
+static napi_value device_ctor(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1] = {NULL}, self;
+  struct addon_env *ae = addon_env_get(env);
+  struct dev *d;
+  struct res *r;
+  uint32_t ordinal = 0;
+
+  if (napi_get_cb_info(env, info, &argc, argv, &self, NULL) != napi_ok) return NULL;
+  if (constructing) return self; /* res_wrap_new wraps it */
+  if (argc >= 1 && !arg_is_undefined(env, argv[0]) &&
+      arg_u32(env, argv[0], "ordinal", 0, &ordinal) != 0)
+    return NULL;
+  if (ordinal > 0x7fffffffu) return throw_range(env, "ordinal is too large");
+  if ((d = dev_open(env, ae, (int)ordinal)) == NULL) return NULL;
+  if ((r = res_new(ae, RES_DEVICE, sizeof(struct res), d)) == NULL)
+    return throw_uv(env, UVCUDA_ENOMEM);
+  if (napi_type_tag_object(env, self, &tags[RES_DEVICE]) != napi_ok ||
+      napi_wrap(env, self, r, res_finalize, NULL, NULL) != napi_ok) {
+    res_discard(env, r);
+    return NULL;
+  }
+  r->wrapped = 1;
+  return self;
+}
+
+static napi_value device_ordinal(napi_env env, napi_callback_info info) {
+  struct res *r = this_res(env, info, RES_DEVICE, 1, NULL, NULL, NULL);
+  napi_value v;
+  if (r == NULL) return NULL;
+  napi_create_int32(env, r->dev->ordinal, &v);
+  return v;
+}
+
+static napi_value device_name(napi_env env, napi_callback_info info) {
+  struct res *r = this_res(env, info, RES_DEVICE, 1, NULL, NULL, NULL);
+  napi_value v;
+  if (r == NULL) return NULL;
+  napi_create_string_utf8(env, r->dev->name, NAPI_AUTO_LENGTH, &v);
+  return v;
+}
+
+static napi_value device_cc(napi_env env, napi_callback_info info) {
+  struct res *r = this_res(env, info, RES_DEVICE, 1, NULL, NULL, NULL);
+  napi_value a, v;
+  if (r == NULL) return NULL;
+  napi_create_array_with_length(env, 2, &a);
+  napi_create_int32(env, r->dev->cc_major, &v);
+  napi_set_element(env, a, 0, v);
+  napi_create_int32(env, r->dev->cc_minor, &v);
+  napi_set_element(env, a, 1, v);
+  return a;
+}
+
+/* device.alloc(byteLength): DeviceMemory (cuMemAlloc; contents undefined) */
+static napi_value device_alloc(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1] = {NULL}, self, obj;
+  struct res *r = this_res(env, info, RES_DEVICE, 0, &argc, argv, &self);
+  struct mem_res *m;
+  CUcontext prev;
+  CUresult cr;
+  size_t n;
+
+  if (r == NULL) return NULL;
+  if (argc < 1) return throw_type(env, "byteLength must be a number");
+  if (arg_size(env, argv[0], "byteLength", &n) != 0) return NULL;
+  if (n == 0) return throw_range(env, "byteLength must be at least 1");
+  m = (struct mem_res *)res_new(r->ae, RES_MEMORY, sizeof(*m), r->dev);
+  if (m == NULL) return throw_uv(env, UVCUDA_ENOMEM);
+  prev = ctx_push(r->dev);
+  cr = CUDA_ERROR_NOT_SUPPORTED;
+  if (r->dev->alloc_stream) {
+    /* The allocation is usable by every stream once its stream reached it;
+     * that stream carries nothing but allocations and frees, so the
+     * synchronize is short. */
+    cr = cu.cuMemAllocAsync(&m->ptr, n, r->dev->alloc_stream);
+    if (cr == CUDA_SUCCESS) {
+      CUresult sr = cu.cuStreamSynchronize(r->dev->alloc_stream);
+      if (sr == CUDA_SUCCESS) {
+        m->pooled = 1;
+      } else {
+        cu.cuMemFreeAsync(m->ptr, r->dev->alloc_stream);
+        cr = sr;
+      }
+    }
+  }
+  if (!m->pooled && cr == CUDA_ERROR_NOT_SUPPORTED) cr = cu.cuMemAlloc(&m->ptr, n);
+  ctx_pop(prev, r->dev);
+  if (cr != CUDA_SUCCESS) {
+    m->h.destroyed = 1;
+    res_discard(env, &m->h);
+    return throw_cu(env, cr);
+  }
+  m->size = n;
+  if (res_wrap_new(env, &m->h, &obj) != napi_ok) {
+    res_discard(env, &m->h);
+    return NULL;
+  }
+  set_ro(env, obj, "device", self);
+  return obj;
+}
+
+/* device.loadModule(image: string | Buffer | TypedArray): Module. PTX is
+ * JIT-compiled by the driver, synchronously. */
+static napi_value device_load_module(napi_env env, napi_callback_info info) {
+  size_t argc = 1, len = 0;
+  napi_value argv[1] = {NULL}, self, obj;
+  struct res *r = this_res(env, info, RES_DEVICE, 0, &argc, argv, &self);
+  struct mod_res *m;
+  napi_valuetype t;
+  CUcontext prev;
+  CUresult cr;
+  char *img;
+  void *p;
+
+  if (r == NULL) return NULL;
+  if (argc < 1) return throw_type(env, "image must be a string or a Buffer");
+  if (napi_typeof(env, argv[0], &t) != napi_ok) return NULL;
+  if (t == napi_string) {
+    napi_get_value_string_utf8(env, argv[0], NULL, 0, &len);
+    if ((img = malloc(len + 1)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
+    napi_get_value_string_utf8(env, argv[0], img, len + 1, &len);
+  } else {
+    if (arg_bytes(env, argv[0], "image", &p, &len) != 0) return NULL;
+    if ((img = malloc(len + 1)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
+    if (len) memcpy(img, p, len);
+    img[len] = '\0'; /* PTX must be NUL-terminated */
+  }
+  if (len == 0) {
+    free(img);
+    return throw_range(env, "image is empty");
+  }
+  m = (struct mod_res *)res_new(r->ae, RES_MODULE, sizeof(*m), r->dev);
+  if (m == NULL) {
+    free(img);
+    return throw_uv(env, UVCUDA_ENOMEM);
+  }
+  prev = ctx_push(r->dev);
+  cr = cu.cuModuleLoadData(&m->mod, img);
+  ctx_pop(prev, r->dev);
+  free(img);
+  if (cr != CUDA_SUCCESS) {
+    m->h.destroyed = 1;
+    res_discard(env, &m->h);
+    return throw_cu(env, cr);
+  }
+  if (res_wrap_new(env, &m->h, &obj) != napi_ok) {
+    res_discard(env, &m->h);
+    return NULL;
+  }
+  set_ro(env, obj, "device", self);
+  return obj;
+}
+
+/* ---- DeviceMemory ------------------------------------------------------ */
+
+static napi_value mem_byte_length(napi_env env, napi_callback_info info) {
+  struct mem_res *m =
+      (struct mem_res *)this_res(env, info, RES_MEMORY, 1, NULL, NULL, NULL);
+  napi_value v;
+  if (m == NULL) return NULL;
+  napi_create_double(env, (double)m->size, &v);
+  return v;
+}
+
+static napi_value mem_ptr(napi_env env, napi_callback_info info) {
+  struct mem_res *m =
+      (struct mem_res *)this_res(env, info, RES_MEMORY, 1, NULL, NULL, NULL);
+  napi_value v;
+  if (m == NULL) return NULL;
+  napi_create_bigint_uint64(env, m->h.closed ? 0 : (uint64_t)m->ptr, &v);
+  return v;
+}
+
+static napi_value mem_stream_ordered(napi_env env, napi_callback_info info) {
+  struct mem_res *m =
+      (struct mem_res *)this_res(env, info, RES_MEMORY, 1, NULL, NULL, NULL);
+  napi_value v;
+  if (m == NULL) return NULL;
+  napi_get_boolean(env, m->pooled != 0, &v);
+  return v;
+}
+
+static napi_value res_closed_getter(napi_env env, napi_callback_info info) {
+  napi_value this_, v;
+  void *kind;
+  struct res *r;
+  if (napi_get_cb_info(env, info, NULL, NULL, &this_, &kind) != napi_ok) return NULL;
+  if (res_unwrap(env, this_, (int)(intptr_t)kind, "this", 1, &r) != 0) return NULL;
+  napi_get_boolean(env, r->closed != 0, &v);
+  return v;
+}
+
+static napi_value res_pending_getter(napi_env env, napi_callback_info info) {
+  napi_value this_, v;
+  void *kind;
+  struct res *r;
+  if (napi_get_cb_info(env, info, NULL, NULL, &this_, &kind) != napi_ok) return NULL;
+  if (res_unwrap(env, this_, (int)(intptr_t)kind, "this", 1, &r) != 0) return NULL;
+  napi_create_int32(env, r->ops, &v);
+  return v;
+}
+
+/* mem.free() / module.unload() / stream.destroy(): no new work; the CUDA
+ * object goes once the work pending on it is done. Idempotent. */
+static napi_value res_close_method(napi_env env, napi_callback_info info) {
+  napi_value this_;
+  void *kind;
+  struct res *r;
+  if (napi_get_cb_info(env, info, NULL, NULL, &this_, &kind) != napi_ok) return NULL;
+  if (res_unwrap(env, this_, (int)(intptr_t)kind, "this", 1, &r) != 0) return NULL;
+  res_close(env, r);
+  return NULL;
+}
+
+/* ---- Module and Kernel ------------------------------------------------- */
+
+/* module.getFunction(name, signature: string[]): Kernel */
+static napi_value module_get_function(napi_env env, napi_callback_info info) {
+  size_t argc = 2, len = 0;
+  napi_value argv[2] = {NULL, NULL}, self, obj, e;
+  struct mod_res *m =
+      (struct mod_res *)this_res(env, info, RES_MODULE, 0, &argc, argv, &self);
+  struct kern_res *k;
+  unsigned char sig[ADDON_MAX_PARAMS];
+  char name[256], tname[16];
+  napi_valuetype t;
+  uint32_t n = 0, i;
+  bool is = false;
+  CUcontext prev;
+  CUresult cr;
+  int j;
+
+  if (m == NULL) return NULL;
+  if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_string)
+    return throw_type(env, "name must be a string");
+  napi_get_value_string_utf8(env, argv[0], NULL, 0, &len);
+  if (len == 0 || len >= sizeof(name))
+    return throw_range(env, "name must be 1 to %zu bytes long", sizeof(name) - 1);
+  napi_get_value_string_utf8(env, argv[0], name, sizeof(name), &len);
+  if (argc < 2 || napi_is_array(env, argv[1], &is) != napi_ok || !is)
+    return throw_type(env, "signature must be an array of parameter types "
+                           "('ptr', 'u32', 'f32', ...)");
+  napi_get_array_length(env, argv[1], &n);
+  if (n > ADDON_MAX_PARAMS)
+    return throw_range(env, "a kernel takes at most %d parameters here, got %u",
+                       ADDON_MAX_PARAMS, n);
+  for (i = 0; i < n; i++) {
+    napi_get_element(env, argv[1], i, &e);
+    if (napi_typeof(env, e, &t) != napi_ok || t != napi_string)
+      return throw_type(env, "signature[%u] must be a string", i);
+    napi_get_value_string_utf8(env, e, tname, sizeof(tname), &len);
+    for (j = 0; j < P_NTYPES; j++)
+      if (strcmp(tname, addon_ptype_names[j]) == 0) break;
+    if (j == P_NTYPES)
+      return throw_type(env, "signature[%u]: unknown parameter type '%s' (ptr, "
+                             "u8, i8, u16, i16, u32, i32, u64, i64, f32, f64)",
+                        i, tname);
+    sig[i] = (unsigned char)j;
+  }
+  k = (struct kern_res *)res_new(m->h.ae, RES_KERNEL, sizeof(*k), m->h.dev);
+  if (k == NULL) return throw_uv(env, UVCUDA_ENOMEM);
+  prev = ctx_push(m->h.dev);
+  cr = cu.cuModuleGetFunction(&k->fn, m->mod, name);
+  ctx_pop(prev, m->h.dev);
+  if (cr != CUDA_SUCCESS) {
+    k->h.destroyed = 1;
+    res_discard(env, &k->h);
+    return throw_cu(env, cr);
+  }
+  k->mod = m;
+  res_hold(&m->h);
+  k->nparams = (int)n;
+  memcpy(k->sig, sig, n);
+  snprintf(k->name, sizeof(k->name), "%s", name);
+  if (res_wrap_new(env, &k->h, &obj) != napi_ok) {
+    res_discard(env, &k->h);
+    return NULL;
+  }
+  set_ro(env, obj, "module", self);
+  return obj;
+}
+
+static napi_value kernel_name(napi_env env, napi_callback_info info) {
+  struct kern_res *k =
+      (struct kern_res *)this_res(env, info, RES_KERNEL, 1, NULL, NULL, NULL);
+  napi_value v;
+  if (k == NULL) return NULL;
+  napi_create_string_utf8(env, k->name, NAPI_AUTO_LENGTH, &v);
+  return v;
+}
+
+static napi_value kernel_signature(napi_env env, napi_callback_info info) {
+  struct kern_res *k =
+      (struct kern_res *)this_res(env, info, RES_KERNEL, 1, NULL, NULL, NULL);
+  napi_value a, v;
+  int i;
+  if (k == NULL) return NULL;
+  napi_create_array_with_length(env, (size_t)k->nparams, &a);
+  for (i = 0; i < k->nparams; i++) {
+    napi_create_string_utf8(env, addon_ptype_names[k->sig[i]], NAPI_AUTO_LENGTH, &v);
+    napi_set_element(env, a, (uint32_t)i, v);
+  }
+  return a;
+}
+
+/* ---- classes ----------------------------------------------------------- */
+
+static napi_value internal_ctor(napi_env env, napi_callback_info info) {
+  napi_value self;
+  void *made_by;
+  if (napi_get_cb_info(env, info, NULL, NULL, &self, &made_by) != napi_ok) return NULL;
+  if (!constructing)
+    return throw_type(env, "Illegal constructor: use %s", (const char *)made_by);
+  return self;
+}
+
+#define METHOD(name, fn, kind) \
+  {name, NULL, fn, NULL, NULL, NULL, napi_default_method, (void *)(intptr_t)(kind)}
+#define GETTER(name, fn, kind) \
+  {name, NULL, NULL, fn, NULL, NULL, napi_default_jsproperty & ~napi_writable, \
+   (void *)(intptr_t)(kind)}
+
+static napi_status define(napi_env env, napi_value exports, struct addon_env *ae,
+                          int kind, napi_callback ctor, void *ctor_data,
+                          const napi_property_descriptor *props, size_t nprops) {
+  napi_value cls;
+  napi_status s;
+  s = napi_define_class(env, addon_class_names[kind], NAPI_AUTO_LENGTH, ctor,
+                        ctor_data, nprops, props, &cls);
+  if (s != napi_ok) return s;
+  if ((s = napi_create_reference(env, cls, 1, &ae->ctor[kind])) != napi_ok) return s;
+  return napi_set_named_property(env, exports, addon_class_names[kind], cls);
+}
+
+napi_status objects_init(napi_env env, napi_value exports, struct addon_env *ae) {
+  napi_status s;
+  const napi_property_descriptor device_props[] = {
+      GETTER("ordinal", device_ordinal, RES_DEVICE),
+      GETTER("name", device_name, RES_DEVICE),
+      GETTER("computeCapability", device_cc, RES_DEVICE),
+      METHOD("createStream", js_device_create_stream, RES_DEVICE),
+      METHOD("alloc", device_alloc, RES_DEVICE),
+      METHOD("loadModule", device_load_module, RES_DEVICE),
+  };
+  const napi_property_descriptor mem_props[] = {
+      GETTER("byteLength", mem_byte_length, RES_MEMORY),
+      GETTER("ptr", mem_ptr, RES_MEMORY),
+      GETTER("streamOrdered", mem_stream_ordered, RES_MEMORY),
+      GETTER("freed", res_closed_getter, RES_MEMORY),
+      GETTER("pending", res_pending_getter, RES_MEMORY),
+      METHOD("free", res_close_method, RES_MEMORY),
+  };
+  const napi_property_descriptor module_props[] = {
+      GETTER("unloaded", res_closed_getter, RES_MODULE),
+      METHOD("getFunction", module_get_function, RES_MODULE),
+      METHOD("unload", res_close_method, RES_MODULE),
+  };
+  const napi_property_descriptor kernel_props[] = {
+      GETTER("name", kernel_name, RES_KERNEL),
+      GETTER("signature", kernel_signature, RES_KERNEL),
+  };
+
+  if ((s = define(env, exports, ae, RES_DEVICE, device_ctor, NULL, device_props,
+                  sizeof(device_props) / sizeof(device_props[0]))) != napi_ok ||
+      (s = define(env, exports, ae, RES_MEMORY, internal_ctor, "device.alloc()",
+                  mem_props, sizeof(mem_props) / sizeof(mem_props[0]))) != napi_ok ||
+      (s = define(env, exports, ae, RES_MODULE, internal_ctor,
+                  "device.loadModule()", module_props,
+                  sizeof(module_props) / sizeof(module_props[0]))) != napi_ok ||
+      (s = define(env, exports, ae, RES_KERNEL, internal_ctor,
+                  "module.getFunction()", kernel_props,
+                  sizeof(kernel_props) / sizeof(kernel_props[0]))) != napi_ok)
+    return s;
+  return napi_ok;
+}
+
+/* The Stream class (methods from stream.c) with the generic members. */
+napi_status objects_define_stream(napi_env env, napi_value exports,
+                                  struct addon_env *ae,
+                                  const napi_property_descriptor *props,
+                                  size_t nprops) {
+  const napi_property_descriptor extra[] = {
+      GETTER("destroyed", res_closed_getter, RES_STREAM),
+      GETTER("pending", res_pending_getter, RES_STREAM),
+      METHOD("destroy", res_close_method, RES_STREAM),
+  };
+  size_t nextra = sizeof(extra) / sizeof(extra[0]);
+  napi_property_descriptor *all = calloc(nprops + nextra, sizeof(*all));
+  napi_status s;
+  if (all == NULL) return napi_generic_failure;
+  memcpy(all, props, nprops * sizeof(*all));
+  memcpy(all + nprops, extra, sizeof(extra));
+  s = define(env, exports, ae, RES_STREAM, internal_ctor,
+             "device.createStream() or Stream.fromHandle()", all, nprops + nextra);
+  free(all);
+  return s;
+}
+
+struct stream_res *objects_new_stream(napi_env env, struct dev *d) {
+  struct stream_res *s = (struct stream_res *)res_new(addon_env_get(env), RES_STREAM,
+                                                      sizeof(*s), d);
+  if (s == NULL) throw_uv(env, UVCUDA_ENOMEM);
+  return s;
+}
+
+void objects_discard(napi_env env, struct res *r) { res_discard(env, r); }
+
+void objects_set_ro(napi_env env, napi_value obj, const char *name, napi_value v) {
+  set_ro(env, obj, name, v);
+}

@@ -1,0 +1,134 @@
+/* The reaper: destroys CUDA objects off the JS thread.
+ *
+ * cuMemFree (and cuModuleUnload) synchronize with the device: on a real GPU
+ * they return only once the work already queued is done. Called on the JS
+ * thread, from free() or from a finalizer run by the GC, they would stall the
+ * event loop for as long as any kernel runs, which is what this package is
+ * there to avoid (seen on the H200: a GC'd DeviceMemory held the loop for
+ * 600 ms). So destruction is queued to one process-wide thread, in FIFO
+ * order: a device's primary-context release, queued after the frees of its
+ * objects, runs after them. The thread starts on first use and lives as long
+ * as the process (Node never unloads addons).
+ *
+ * UVCUDA_NODE_FREE_INLINE=1 destroys on the calling thread instead (for
+ * comparison and debugging). */
+#include "reaper.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct item {
+  struct item *next;
+  int kind;
+  CUcontext ctx;
+  union {
+    CUdeviceptr ptr;
+    CUmodule mod;
+    CUstream stream;
+    CUdevice dev;
+  } u;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct item *head, *tail;
+static int started, inline_mode = -1;
+
+static void run(struct item *it) {
+  CUcontext prev = NULL;
+  if (it->kind == REAP_CTX_RELEASE) {
+    cu.cuDevicePrimaryCtxRelease(it->u.dev);
+    return;
+  }
+  cu.cuCtxGetCurrent(&prev);
+  if (prev != it->ctx) cu.cuCtxSetCurrent(it->ctx);
+  switch (it->kind) {
+    case REAP_MEMORY: cu.cuMemFree(it->u.ptr); break;
+    case REAP_MODULE: cu.cuModuleUnload(it->u.mod); break;
+    case REAP_STREAM: cu.cuStreamDestroy(it->u.stream); break;
+    default: break;
+  }
+  if (prev != it->ctx) cu.cuCtxSetCurrent(prev);
+}
+
+static void *reaper_main(void *arg) {
+  struct item *it;
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&mu);
+    while (head == NULL) pthread_cond_wait(&cv, &mu);
+    it = head;
+    head = it->next;
+    if (head == NULL) tail = NULL;
+    pthread_mutex_unlock(&mu);
+    run(it);
+    free(it);
+  }
+  return NULL;
+}
+
+static void push(struct item *it) {
+  pthread_t t;
+  pthread_attr_t attr;
+
+  if (inline_mode < 0) {
+    const char *e = getenv("UVCUDA_NODE_FREE_INLINE");
+    inline_mode = e != NULL && strcmp(e, "1") == 0;
+  }
+  pthread_mutex_lock(&mu);
+  if (!inline_mode && !started) {
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, reaper_main, NULL) == 0) started = 1;
+    else inline_mode = 1; /* no thread: do it here, slowly but surely */
+    pthread_attr_destroy(&attr);
+  }
+  if (inline_mode) {
+    pthread_mutex_unlock(&mu);
+    run(it);
+    free(it);
+    return;
+  }
+  it->next = NULL;
+  if (tail) tail->next = it; else head = it;
+  tail = it;
+  pthread_cond_signal(&cv);
+  pthread_mutex_unlock(&mu);
+}
+
+static struct item *item_new(int kind, CUcontext ctx) {
+  struct item *it = calloc(1, sizeof(*it));
+  if (it == NULL) return NULL;
+  it->kind = kind;
+  it->ctx = ctx;
+  return it;
+}
+
+void reap_memory(CUcontext ctx, CUdeviceptr ptr) {
+  struct item *it = item_new(REAP_MEMORY, ctx);
+  if (it == NULL) { cu.cuMemFree(ptr); return; }
+  it->u.ptr = ptr;
+  push(it);
+}
+
+void reap_module(CUcontext ctx, CUmodule mod) {
+  struct item *it = item_new(REAP_MODULE, ctx);
+  if (it == NULL) { cu.cuModuleUnload(mod); return; }
+  it->u.mod = mod;
+  push(it);
+}
+
+void reap_stream(CUcontext ctx, CUstream stream) {
+  struct item *it = item_new(REAP_STREAM, ctx);
+  if (it == NULL) { cu.cuStreamDestroy(stream); return; }
+  it->u.stream = stream;
+  push(it);
+}
+
+void reap_ctx_release(CUdevice dev) {
+  struct item *it = item_new(REAP_CTX_RELEASE, NULL);
+  if (it == NULL) { cu.cuDevicePrimaryCtxRelease(dev); return; }
+  it->u.dev = dev;
+  push(it);
+}

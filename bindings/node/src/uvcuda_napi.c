@@ -1,0 +1,556 @@
+/* uvcuda/napi.h: promises settled by uvcuda futures, one uvcuda loop context
+ * per napi_env. See include/uvcuda/napi.h for the contract.
+ *
+ * Per env (instance data): the loop context, a list of pending requests
+ * (so teardown can close them) and a free list of requests whose future is
+ * initialised and IDLE (uvcuda futures may be restarted after their
+ * callback, which saves an init/close per promise).
+ *
+ * Teardown (async cleanup hook): close every future -> their callbacks run
+ * with UVCUDA_ECANCELED (release only, no JS) -> close_cb frees each ->
+ * the last one closes the loop context -> its close_cb removes the hook,
+ * which lets Node go on tearing the env down. */
+#include "uvcuda/napi.h"
+
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ENV_MAGIC 0x75766e61u /* "uvna" */
+#define IDLE_MAX 512          /* cached idle requests per env */
+#define KEEP_INLINE 4
+
+struct req;
+
+struct napi_state {
+  uint32_t magic;
+  napi_env env;
+  uvcuda_loop_t ul;
+  int ul_ready;       /* uvcuda_loop_init succeeded */
+  int ul_closed;      /* its close_cb ran */
+  int closing;        /* teardown started */
+  int have_opts;
+  uvcuda_options_t opts;
+  napi_async_cleanup_hook_handle hook;
+  struct req *live;   /* started, callback not yet run */
+  struct req *idle;   /* IDLE futures ready for reuse */
+  size_t nidle;
+  size_t nfutures;    /* initialised, close_cb not yet run */
+  uvcuda_napi_stats_t stats;
+  void *user_data;
+  napi_finalize user_finalize;
+  void *user_hint;
+};
+
+struct req {
+  uvcuda_future_t fut; /* fut.data == this */
+  struct napi_state *st;
+  struct req *next, *prev;
+  napi_deferred deferred;
+  napi_async_context actx;
+  uvcuda_napi_enqueue_cb enqueue;
+  uvcuda_napi_convert_cb convert;
+  uvcuda_napi_release_cb release;
+  void *data;
+  napi_ref *keep;
+  size_t nkeep;
+  napi_ref keep_inline[KEEP_INLINE];
+};
+
+/* ---- errors ------------------------------------------------------------ */
+
+static int is_load_error(int err) {
+  return err == UVCUDA_ENODRIVER || err == UVCUDA_ENOSYM ||
+         err == UVCUDA_EDRIVEROLD;
+}
+
+/* uvcuda names CUDA results with the driver's cuGetErrorName, which is gone
+ * when loading the driver failed (cuInit's error): the results cuInit and a
+ * broken installation give, named here. */
+static const char *cuda_fallback_name(int r) {
+  switch (r) {
+    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_DEINITIALIZED: return "CUDA_ERROR_DEINITIALIZED";
+    case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
+    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+    case CUDA_ERROR_OPERATING_SYSTEM: return "CUDA_ERROR_OPERATING_SYSTEM";
+    case CUDA_ERROR_SYSTEM_NOT_READY: return "CUDA_ERROR_SYSTEM_NOT_READY";
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+      return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+    case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
+    default: return NULL;
+  }
+}
+
+static const char *error_name(int err) {
+  const char *name = uvcuda_err_name(err), *alt;
+  int r = uvcuda_cuda_result(err);
+  if (r != 0 && strcmp(name, "CUDA_ERROR") == 0 && (alt = cuda_fallback_name(r)))
+    return alt;
+  return name;
+}
+
+napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error) {
+  char msg[768];
+  const char *detail = NULL;
+  napi_value code, text, num;
+  napi_status s;
+  int r;
+
+  if (env == NULL || error == NULL) return napi_invalid_arg;
+  if (is_load_error(err)) detail = uvcuda_driver_dlerror();
+  if (detail != NULL)
+    snprintf(msg, sizeof(msg), "%s (%s)", uvcuda_strerror(err), detail);
+  else
+    snprintf(msg, sizeof(msg), "%s", uvcuda_strerror(err));
+  if ((s = napi_create_string_utf8(env, error_name(err), NAPI_AUTO_LENGTH,
+                                   &code)) != napi_ok ||
+      (s = napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text)) != napi_ok ||
+      (s = napi_create_error(env, code, text, error)) != napi_ok ||
+      (s = napi_create_int32(env, err, &num)) != napi_ok ||
+      (s = napi_set_named_property(env, *error, "errno", num)) != napi_ok)
+    return s;
+  if ((r = uvcuda_cuda_result(err)) != 0) {
+    if ((s = napi_create_int32(env, r, &num)) != napi_ok ||
+        (s = napi_set_named_property(env, *error, "cudaResult", num)) != napi_ok)
+      return s;
+  }
+  return napi_ok;
+}
+
+napi_status uvcuda_napi_throw(napi_env env, int err) {
+  napi_value e;
+  napi_status s = uvcuda_napi_create_error(env, err, &e);
+  if (s != napi_ok) return s;
+  if ((s = napi_throw(env, e)) != napi_ok) return s;
+  return napi_pending_exception;
+}
+
+/* ---- per-env state ----------------------------------------------------- */
+
+static void state_finalize(napi_env env, void *data, void *hint) {
+  struct napi_state *st = data;
+  (void)hint;
+  if (st == NULL || st->magic != ENV_MAGIC) return;
+  if (st->user_finalize) st->user_finalize(env, st->user_data, st->user_hint);
+  st->user_finalize = NULL;
+  /* Node deletes the env only after our cleanup hook was removed, i.e.
+   * after the loop context closed. Should that ever not hold, uvcuda's
+   * handles still point into st: leak it rather than free it under them. */
+  if (st->ul_ready && !st->ul_closed) return;
+  st->magic = 0;
+  free(st);
+}
+
+static napi_status state_get(napi_env env, struct napi_state **out) {
+  struct napi_state *st = NULL;
+  void *p = NULL;
+  napi_status s;
+
+  if (env == NULL || out == NULL) return napi_invalid_arg;
+  if ((s = napi_get_instance_data(env, &p)) != napi_ok) return s;
+  if (p != NULL) {
+    st = p;
+    if (st->magic != ENV_MAGIC) {
+      napi_throw_error(env, "ERR_UVCUDA_INSTANCE_DATA",
+                       "the env's instance data is not uvcuda's: use "
+                       "uvcuda_napi_set_data instead of napi_set_instance_data");
+      return napi_pending_exception;
+    }
+    *out = st;
+    return napi_ok;
+  }
+  st = calloc(1, sizeof(*st));
+  if (st == NULL) return uvcuda_napi_throw(env, UVCUDA_ENOMEM);
+  st->magic = ENV_MAGIC;
+  st->env = env;
+  if ((s = napi_set_instance_data(env, st, state_finalize, NULL)) != napi_ok) {
+    free(st);
+    return s;
+  }
+  *out = st;
+  return napi_ok;
+}
+
+static void on_env_cleanup(napi_async_cleanup_hook_handle hook, void *arg);
+
+napi_status uvcuda_napi_loop(napi_env env, uvcuda_loop_t **loop) {
+  struct napi_state *st = NULL;
+  uv_loop_t *uv = NULL;
+  napi_status s;
+  int err;
+
+  if (loop == NULL) return napi_invalid_arg;
+  if ((s = state_get(env, &st)) != napi_ok) return s;
+  if (st->closing) return uvcuda_napi_throw(env, UVCUDA_ECLOSING);
+  if (!st->ul_ready) {
+    if ((s = napi_get_uv_event_loop(env, &uv)) != napi_ok) return s;
+    err = uvcuda_loop_init(uv, &st->ul, st->have_opts ? &st->opts : NULL);
+    if (err != 0) return uvcuda_napi_throw(env, err);
+    st->ul.data = st;
+    st->ul_ready = 1;
+    s = napi_add_async_cleanup_hook(env, on_env_cleanup, st, &st->hook);
+    if (s != napi_ok) {
+      /* Without the hook nothing would close the context at teardown. */
+      st->ul_ready = 0;
+      if (uvcuda_loop_close(&st->ul, NULL) != 0) st->ul_ready = 1;
+      return s;
+    }
+  }
+  *loop = &st->ul;
+  return napi_ok;
+}
+
+napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts) {
+  struct napi_state *st = NULL;
+  napi_status s;
+
+  if ((s = state_get(env, &st)) != napi_ok) return s;
+  if (st->ul_ready || st->closing) return uvcuda_napi_throw(env, UVCUDA_EBUSY);
+  if (opts == NULL) {
+    st->have_opts = 0;
+  } else {
+    st->opts = *opts;
+    st->have_opts = 1;
+  }
+  return napi_ok;
+}
+
+napi_status uvcuda_napi_set_data(napi_env env, void *data, napi_finalize finalize,
+                                 void *hint) {
+  struct napi_state *st = NULL;
+  napi_status s;
+  if ((s = state_get(env, &st)) != napi_ok) return s;
+  st->user_data = data;
+  st->user_finalize = finalize;
+  st->user_hint = hint;
+  return napi_ok;
+}
+
+napi_status uvcuda_napi_get_data(napi_env env, void **data) {
+  struct napi_state *st = NULL;
+  napi_status s;
+  if (data == NULL) return napi_invalid_arg;
+  if ((s = state_get(env, &st)) != napi_ok) return s;
+  *data = st->user_data;
+  return napi_ok;
+}
+
+int uvcuda_napi_closing(napi_env env) {
+  void *p = NULL;
+  if (env == NULL || napi_get_instance_data(env, &p) != napi_ok || p == NULL)
+    return 0;
+  if (((struct napi_state *)p)->magic != ENV_MAGIC) return 0;
+  return ((struct napi_state *)p)->closing;
+}
+
+napi_status uvcuda_napi_stats(napi_env env, uvcuda_napi_stats_t *stats) {
+  struct napi_state *st = NULL;
+  napi_status s;
+  if (stats == NULL) return napi_invalid_arg;
+  if ((s = state_get(env, &st)) != napi_ok) return s;
+  *stats = st->stats;
+  return napi_ok;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static void live_add(struct napi_state *st, struct req *r) {
+  r->prev = NULL;
+  r->next = st->live;
+  if (st->live) st->live->prev = r;
+  st->live = r;
+}
+
+static void live_del(struct napi_state *st, struct req *r) {
+  if (r->prev) r->prev->next = r->next; else st->live = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->next = r->prev = NULL;
+}
+
+static void on_loop_closed(uvcuda_loop_t *ul) {
+  struct napi_state *st = ul->data;
+  napi_async_cleanup_hook_handle hook = st->hook;
+  st->ul_closed = 1;
+  st->hook = NULL;
+  if (hook) napi_remove_async_cleanup_hook(hook);
+}
+
+static void close_loop(struct napi_state *st) {
+  int err = uvcuda_loop_close(&st->ul, on_loop_closed);
+  if (err != 0) {
+    /* Cannot happen once every future is closed; do not hang teardown. */
+    napi_async_cleanup_hook_handle hook = st->hook;
+    fprintf(stderr, "uvcuda: uvcuda_loop_close at env teardown: %s\n",
+            uvcuda_err_name(err));
+    st->hook = NULL;
+    if (hook) napi_remove_async_cleanup_hook(hook);
+  }
+}
+
+static void on_req_closed(uvcuda_future_t *f) {
+  struct req *r = f->data;
+  struct napi_state *st = r->st;
+  free(r);
+  st->nfutures--;
+  if (st->closing && st->nfutures == 0) close_loop(st);
+}
+
+static struct req *req_get(struct napi_state *st) {
+  struct req *r = st->idle;
+  if (r != NULL) {
+    st->idle = r->next;
+    st->nidle--;
+    r->next = NULL;
+    return r;
+  }
+  r = calloc(1, sizeof(*r));
+  if (r == NULL) return NULL;
+  if (uvcuda_future_init(&st->ul, &r->fut) != 0) {
+    free(r);
+    return NULL;
+  }
+  r->fut.data = r;
+  r->st = st;
+  st->nfutures++;
+  return r;
+}
+
+/* The future is IDLE (inside or after its callback): cache or close it. */
+static void req_put(struct napi_state *st, struct req *r) {
+  r->enqueue = NULL;
+  r->convert = NULL;
+  r->release = NULL;
+  r->data = NULL;
+  r->deferred = NULL;
+  r->actx = NULL;
+  r->keep = NULL;
+  r->nkeep = 0;
+  if (!st->closing && st->nidle < IDLE_MAX) {
+    r->prev = NULL;
+    r->next = st->idle;
+    st->idle = r;
+    st->nidle++;
+    return;
+  }
+  if (uvcuda_future_close(&r->fut, on_req_closed) != 0) {
+    /* Already closing (teardown closed it): its close_cb will free it. */
+  }
+}
+
+static void drop_keep(napi_env env, napi_ref *keep, size_t n, napi_ref *inl) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    if (keep[i]) napi_delete_reference(env, keep[i]);
+  if (keep != inl) free(keep);
+}
+
+static int op_trampoline(uvcuda_future_t *f, uvcuda_stream_t stream) {
+  struct req *r = f->data;
+  return r->enqueue(stream, r->data);
+}
+
+/* The value to resolve with, or (returns 0) the exception to reject with. */
+static int convert_result(napi_env env, uvcuda_napi_convert_cb convert, void *data,
+                          const napi_ref *keep, size_t nkeep, napi_value *out) {
+  napi_value kept_inline[KEEP_INLINE], *kept = NULL, value = NULL, code, msg;
+  bool pending = false;
+  napi_status s;
+  size_t i;
+
+  if (nkeep > 0) {
+    kept = nkeep <= KEEP_INLINE ? kept_inline : calloc(nkeep, sizeof(*kept));
+    if (kept == NULL) {
+      uvcuda_napi_create_error(env, UVCUDA_ENOMEM, out);
+      return 0;
+    }
+    for (i = 0; i < nkeep; i++)
+      if (napi_get_reference_value(env, keep[i], &kept[i]) != napi_ok) kept[i] = NULL;
+  }
+  s = convert(env, data, kept, &value);
+  if (kept != kept_inline) free(kept);
+  napi_is_exception_pending(env, &pending);
+  if (pending) {
+    napi_get_and_clear_last_exception(env, out);
+    return 0;
+  }
+  if (s != napi_ok) {
+    napi_create_string_utf8(env, "ERR_UVCUDA_CONVERT", NAPI_AUTO_LENGTH, &code);
+    napi_create_string_utf8(env, "converting the result of the GPU work failed",
+                            NAPI_AUTO_LENGTH, &msg);
+    napi_create_error(env, code, msg, out);
+    return 0;
+  }
+  if (value == NULL) napi_get_undefined(env, &value);
+  *out = value;
+  return 1;
+}
+
+/* The future's callback: settles the promise inside a handle scope and a
+ * callback scope (so microtasks and nextTicks run when it closes), or, at
+ * env teardown, only releases. */
+static void on_done(uvcuda_future_t *f, int status) {
+  struct req *r = f->data;
+  struct napi_state *st = r->st;
+  napi_env env = st->env;
+  napi_deferred deferred = r->deferred;
+  napi_async_context actx = r->actx;
+  uvcuda_napi_convert_cb convert = r->convert;
+  uvcuda_napi_release_cb release = r->release;
+  void *data = r->data;
+  napi_ref *keep = r->keep;
+  size_t nkeep = r->nkeep;
+  napi_ref keep_copy[KEEP_INLINE];
+  napi_handle_scope hs = NULL;
+  napi_callback_scope cs = NULL;
+  napi_value resource, value = NULL;
+  bool pending = false;
+  int ok;
+
+  live_del(st, r);
+  st->stats.pending--;
+  if (keep == r->keep_inline) { /* r may be reused before we are done */
+    memcpy(keep_copy, keep, nkeep * sizeof(*keep));
+    keep = keep_copy;
+  }
+  if (napi_open_handle_scope(env, &hs) != napi_ok) hs = NULL;
+
+  if (st->closing) {
+    /* Env teardown: JS may not run, so the promise stays unsettled. */
+    if (release) release(env, data, status);
+    drop_keep(env, keep, nkeep, keep_copy);
+    if (actx) napi_async_destroy(env, actx);
+    req_put(st, r); /* the cleanup hook closed it already */
+    if (hs) napi_close_handle_scope(env, hs);
+    return;
+  }
+
+  if (napi_create_object(env, &resource) != napi_ok ||
+      napi_open_callback_scope(env, resource, actx, &cs) != napi_ok)
+    cs = NULL;
+  if (status == 0 && convert != NULL) {
+    ok = convert_result(env, convert, data, keep, nkeep, &value);
+  } else if (status == 0) {
+    napi_get_undefined(env, &value);
+    ok = 1;
+  } else {
+    ok = 0;
+    if (uvcuda_napi_create_error(env, status, &value) != napi_ok) {
+      napi_is_exception_pending(env, &pending);
+      if (pending) napi_get_and_clear_last_exception(env, &value);
+      else napi_get_undefined(env, &value);
+    }
+  }
+  if (ok) {
+    napi_resolve_deferred(env, deferred, value);
+    st->stats.resolved++;
+  } else {
+    napi_reject_deferred(env, deferred, value);
+    st->stats.rejected++;
+  }
+  if (release) release(env, data, status);
+  drop_keep(env, keep, nkeep, keep_copy);
+  /* Back to the cache before the scope closes: microtasks that run there
+   * may await again and take it. */
+  req_put(st, r);
+  if (cs) napi_close_callback_scope(env, cs);
+  if (hs) napi_close_handle_scope(env, hs);
+  if (actx) napi_async_destroy(env, actx);
+}
+
+static void on_env_cleanup(napi_async_cleanup_hook_handle hook, void *arg) {
+  struct napi_state *st = arg;
+  struct req *r;
+  (void)hook;
+  st->closing = 1;
+  /* Pending ones: their callback runs with UVCUDA_ECANCELED, then close_cb. */
+  for (r = st->live; r; r = r->next) uvcuda_future_close(&r->fut, on_req_closed);
+  while ((r = st->idle) != NULL) {
+    st->idle = r->next;
+    st->nidle--;
+    uvcuda_future_close(&r->fut, on_req_closed);
+  }
+  if (st->nfutures == 0) close_loop(st);
+}
+
+napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *a,
+                                 napi_value *promise) {
+  struct napi_state *st = NULL;
+  uvcuda_loop_t *ul;
+  struct req *r;
+  napi_value name, undef;
+  napi_status s = napi_ok;
+  size_t i;
+  int err = 0;
+
+  if (env == NULL || a == NULL || promise == NULL) return napi_invalid_arg;
+  if (a->nkeep > 0 && a->keep == NULL) return napi_invalid_arg;
+  if ((s = uvcuda_napi_loop(env, &ul)) != napi_ok) return s;
+  st = ul->data;
+  if ((r = req_get(st)) == NULL) return uvcuda_napi_throw(env, UVCUDA_ENOMEM);
+
+  r->keep = a->nkeep <= KEEP_INLINE ? r->keep_inline
+                                    : calloc(a->nkeep, sizeof(*r->keep));
+  r->nkeep = 0;
+  if (r->keep == NULL) {
+    req_put(st, r);
+    return uvcuda_napi_throw(env, UVCUDA_ENOMEM);
+  }
+  if ((s = napi_create_promise(env, &r->deferred, promise)) != napi_ok) {
+    r->deferred = NULL;
+    goto fail;
+  }
+  if ((s = napi_create_string_utf8(env, a->resource_name ? a->resource_name : "uvcuda",
+                                   NAPI_AUTO_LENGTH, &name)) != napi_ok ||
+      (s = napi_async_init(env, NULL, name, &r->actx)) != napi_ok)
+    goto fail;
+  for (i = 0; i < a->nkeep; i++) {
+    if ((s = napi_create_reference(env, a->keep[i], 1, &r->keep[i])) != napi_ok)
+      goto fail;
+    r->nkeep++;
+  }
+  r->enqueue = a->enqueue;
+  r->convert = a->convert;
+  r->release = a->release;
+  r->data = a->data;
+
+  /* Only misuse fails here; errors of the work reject the promise. */
+  err = uvcuda_future_start(&r->fut, a->stream, a->enqueue ? op_trampoline : NULL,
+                            on_done);
+  if (err != 0) goto fail;
+  live_add(st, r);
+  st->stats.pending++;
+  st->stats.awaited++;
+  return napi_ok;
+
+fail:
+  /* Nobody holds this promise: settle it quietly to free the deferred
+   * (before any exception is thrown: settling refuses to run then). */
+  if (r->deferred != NULL && napi_get_undefined(env, &undef) == napi_ok)
+    napi_resolve_deferred(env, r->deferred, undef);
+  drop_keep(env, r->keep, r->nkeep, r->keep_inline);
+  if (r->actx) napi_async_destroy(env, r->actx);
+  req_put(st, r);
+  if (err != 0) return uvcuda_napi_throw(env, err);
+  return s;
+}
+
+napi_status uvcuda_napi_await(napi_env env, uvcuda_stream_t stream,
+                              uvcuda_napi_enqueue_cb enqueue,
+                              uvcuda_napi_convert_cb convert,
+                              uvcuda_napi_release_cb release, void *data,
+                              napi_value *promise) {
+  uvcuda_napi_await_t a;
+  memset(&a, 0, sizeof(a));
+  a.stream = stream;
+  a.enqueue = enqueue;
+  a.convert = convert;
+  a.release = release;
+  a.data = data;
+  return uvcuda_napi_await_ex(env, &a, promise);
+}

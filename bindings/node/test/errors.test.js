@@ -1,0 +1,278 @@
+'use strict';
+// Bad arguments throw TypeError / RangeError synchronously; closed objects
+// throw TypeError (code UVCUDA_ECLOSING); errors of the GPU work reject
+// with an Error carrying .code, .errno (and .cudaResult for CUDA results);
+// driver problems throw named errors.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { uvcuda, setup, runChild, lastJson } = require('./common');
+
+const k = setup();
+const { dev } = k;
+const s = dev.createStream();
+const m = dev.alloc(64);
+
+const typeError = { name: 'TypeError' };
+const rangeError = { name: 'RangeError' };
+const closed = { name: 'TypeError', code: 'UVCUDA_ECLOSING', errno: -30009 };
+
+test('bad arguments throw synchronously (no promise is returned)', () => {
+  // assert.throws fails if the call returns (a rejected promise) instead.
+  assert.throws(() => s.copyToDevice(m, 'not bytes'), typeError);
+  assert.throws(() => s.launch(k.add, 1, 1, [m, -1, 1]), rangeError);
+});
+
+test('Device and allocation arguments', () => {
+  assert.throws(() => new uvcuda.Device(99), rangeError);
+  assert.throws(() => new uvcuda.Device(-1), rangeError);
+  assert.throws(() => new uvcuda.Device('0'), typeError);
+  assert.throws(() => new uvcuda.Device(0.5), rangeError);
+  assert.throws(() => dev.alloc(), typeError);
+  assert.throws(() => dev.alloc('8'), typeError);
+  assert.throws(() => dev.alloc(-8), rangeError);
+  assert.throws(() => dev.alloc(0), rangeError);
+  assert.throws(() => dev.alloc(1.5), rangeError);
+  assert.throws(() => dev.alloc(NaN), rangeError);
+  assert.throws(() => dev.loadModule(42), typeError);
+  assert.throws(() => dev.loadModule(''), rangeError);
+});
+
+test('constructors and receivers are checked', () => {
+  assert.throws(() => new uvcuda.Stream(), /Illegal constructor/);
+  assert.throws(() => new uvcuda.DeviceMemory(), /Illegal constructor/);
+  assert.throws(() => new uvcuda.Module(), typeError);
+  assert.throws(() => new uvcuda.Kernel(), typeError);
+  assert.throws(() => uvcuda.Stream.prototype.fence.call({}), typeError);
+  assert.throws(() => uvcuda.Stream.prototype.fence.call(m), typeError);
+  assert.throws(() => uvcuda.DeviceMemory.prototype.free.call(s), typeError);
+  assert.throws(() => uvcuda.Device.prototype.alloc.call(s, 8), typeError);
+});
+
+test('copy arguments: types and ranges', () => {
+  const host = new Uint8Array(16);
+  assert.throws(() => s.copyToDevice(host, host), typeError); // dst not DeviceMemory
+  assert.throws(() => s.copyToDevice(s, host), typeError);    // a Stream is not memory
+  assert.throws(() => s.copyToDevice(m, 123), typeError);
+  assert.throws(() => s.copyToDevice(m, [1, 2, 3]), typeError);
+  assert.throws(() => s.copyToDevice(m, host, '1'), typeError);
+  assert.throws(() => s.copyToDevice(m, host, -1), rangeError);
+  assert.throws(() => s.copyToDevice(m, host, 49), rangeError);   // 16 at 49 > 64
+  assert.throws(() => s.copyToDevice(m, new Uint8Array(65)), rangeError);
+  assert.throws(() => s.copyToDevice(m, host, 2 ** 60), rangeError);
+  assert.throws(() => s.copyFromDevice(new Uint8Array(65), m), rangeError);
+  assert.throws(() => s.copyFromDevice(new Uint8Array(8), m, 57), rangeError);
+  assert.throws(() => s.copyFromDevice(m, m), typeError);
+  assert.throws(() => s.copyFromDevice(host, host), typeError);
+  const big = dev.alloc(128);
+  assert.throws(() => s.copyDevice(m, big), rangeError);          // 128 into 64
+  assert.throws(() => s.copyDevice(m, big, 8, 60), rangeError);
+  assert.throws(() => s.copyDevice(m, big, 8, 0, 121), rangeError);
+  assert.throws(() => s.copyDevice(m, big, 8, 0, 200), rangeError);
+  assert.throws(() => s.copyDevice(m, host), typeError);
+  assert.throws(() => s.memset(m, 256), rangeError);
+  assert.throws(() => s.memset(m, -1), rangeError);
+  assert.throws(() => s.memset(m, 'x'), typeError);
+  assert.throws(() => s.memset(m, 0, 65), rangeError);
+  assert.throws(() => s.memset(m, 0, 8, 60), rangeError);
+  assert.throws(() => s.memset(m, 0, undefined, 65), rangeError);
+});
+
+test('launch arguments: kernel, grid, block, parameters', () => {
+  assert.throws(() => s.launch(m, 1, 1, []), typeError);
+  assert.throws(() => s.launch(k.add, 0, 1, [m, 1, 1]), rangeError);
+  assert.throws(() => s.launch(k.add, 1, 0, [m, 1, 1]), rangeError);
+  assert.throws(() => s.launch(k.add, [1, 2, 3, 4], 1, [m, 1, 1]), rangeError);
+  assert.throws(() => s.launch(k.add, [], 1, [m, 1, 1]), rangeError);
+  assert.throws(() => s.launch(k.add, 'x', 1, [m, 1, 1]), typeError);
+  assert.throws(() => s.launch(k.add, [1, 'y'], 1, [m, 1, 1]), typeError);
+  assert.throws(() => s.launch(k.add, 1, 1.5, [m, 1, 1]), rangeError);
+  assert.throws(() => s.launch(k.add, 1, 1, [m, 1]), typeError);          // count
+  assert.throws(() => s.launch(k.add, 1, 1, [m, 1, 1, 1]), typeError);
+  assert.throws(() => s.launch(k.add, 1, 1), typeError);
+  assert.throws(() => s.launch(k.add, 1, 1, 'm'), typeError);
+  assert.throws(() => s.launch(k.add, 1, 1, [m, '1', 1]), typeError);     // u32
+  assert.throws(() => s.launch(k.add, 1, 1, [m, 2 ** 32, 1]), rangeError);
+  assert.throws(() => s.launch(k.add, 1, 1, [m, 1.25, 1]), rangeError);
+  assert.throws(() => s.launch(k.add, 1, 1, [m, 1n, 1]), typeError);
+  assert.throws(() => s.launch(k.add, 1, 1, [12345, 1, 1]), typeError);   // ptr
+  assert.throws(() => s.launch(k.add, 1, 1, [s, 1, 1]), typeError);
+  assert.throws(() => s.launch(k.add, 1, 1, [-1n, 1, 1]), rangeError);
+  assert.throws(() => s.launch(k.sleep, 1, 1, [-1]), rangeError);         // u64
+  assert.throws(() => s.launch(k.sleep, 1, 1, [2n ** 64n]), rangeError);
+  assert.throws(() => s.launch(k.sleep, 1, 1, [2 ** 53]), rangeError);
+  assert.throws(() => s.launch(k.sleep, 1, 1, ['1']), typeError);
+  assert.throws(() => s.launch(k.fault, 1, 1, [], -1), rangeError);       // shared mem
+});
+
+test('getFunction: names and signatures', () => {
+  assert.throws(() => k.mod.getFunction(), typeError);
+  assert.throws(() => k.mod.getFunction('uvcuda_add_u32'), typeError);
+  assert.throws(() => k.mod.getFunction('uvcuda_add_u32', ['ptr', 'int']), typeError);
+  assert.throws(() => k.mod.getFunction('uvcuda_add_u32', [1]), typeError);
+  assert.throws(() => k.mod.getFunction('', []), rangeError);
+  assert.throws(() => k.mod.getFunction('x', new Array(65).fill('u32')), rangeError);
+  assert.throws(() => k.mod.getFunction('no_such_kernel', []),
+    { name: 'Error', code: 'CUDA_ERROR_NOT_FOUND', errno: -20500, cudaResult: 500 });
+});
+
+test('stream handles and fence arguments', () => {
+  assert.throws(() => uvcuda.Stream.fromHandle(123), typeError);
+  assert.throws(() => uvcuda.Stream.fromHandle(-1n), rangeError);
+  assert.throws(() => uvcuda.Stream.fromHandle(2n ** 64n), rangeError);
+  assert.throws(() => uvcuda.Stream.fromHandle(0n), typeError);         // needs a Device
+  assert.throws(() => uvcuda.Stream.fromHandle(1n, m), typeError);
+  assert.throws(() => uvcuda.fence(), typeError);
+  assert.throws(() => uvcuda.fence('s'), typeError);
+  assert.throws(() => uvcuda.fence(m), typeError);
+  assert.throws(() => uvcuda.fence(2n), typeError);
+  assert.throws(() => uvcuda.configure({ completion: 'nope' }), rangeError);
+  assert.throws(() => uvcuda.configure(1), typeError);
+  uvcuda.stats(); // creates this env's loop context, if not yet there
+  assert.throws(() => uvcuda.configure({ completion: 'hostfn' }),
+    { code: 'EBUSY' }); // UVCUDA_EBUSY is libuv's: too late once the context exists
+  assert.throws(() => uvcuda.errorName('x'), typeError);
+});
+
+test('closed objects throw TypeError UVCUDA_ECLOSING', async () => {
+  const s2 = dev.createStream();
+  const m2 = dev.alloc(16);
+  const mod2 = dev.loadModule(require('./common').ptx);
+  const add2 = mod2.getFunction('uvcuda_add_u32', ['ptr', 'u32', 'u32']);
+  m2.free();
+  m2.free(); // idempotent
+  assert.throws(() => s.copyToDevice(m2, new Uint8Array(1)), closed);
+  assert.throws(() => s.memset(m2, 0), closed);
+  assert.throws(() => s.launch(k.add, 1, 1, [m2, 1, 1]), closed);
+  assert.equal(m2.ptr, 0n);
+  mod2.unload();
+  assert.equal(mod2.unloaded, true);
+  assert.throws(() => mod2.getFunction('uvcuda_add_u32', []), closed);
+  assert.throws(() => s.launch(add2, 1, 1, [m, 1, 1]), { code: 'UVCUDA_ECLOSING' });
+  s2.destroy();
+  assert.throws(() => s2.fence(), closed);
+  assert.throws(() => s2.copyToDevice(m, new Uint8Array(1)), closed);
+  assert.throws(() => uvcuda.fence(s2), closed);
+  assert.doesNotThrow(() => s2.destroy());
+  await s.fence();
+});
+
+test('a capturing stream rejects with UVCUDA_ECAPTURING, then works again', async () => {
+  const c = dev.createStream();
+  c.beginCapture();
+  await assert.rejects(c.fence(), (e) => {
+    assert.equal(e.code, 'UVCUDA_ECAPTURING');
+    assert.equal(e.errno, -30005);
+    assert.equal(e.cudaResult, undefined);
+    assert.match(e.message, /capturing/);
+    assert.ok(e instanceof Error);
+    return true;
+  });
+  await assert.rejects(c.memset(m, 1), { code: 'UVCUDA_ECAPTURING' });
+  c.endCapture();
+  await c.fence();
+  assert.throws(() => c.beginCapture('sideways'), rangeError);
+  assert.throws(() => c.endCapture(), { code: 'CUDA_ERROR_ILLEGAL_STATE' });
+});
+
+test('an error of the enqueue itself rejects (later, not thrown)', async () => {
+  // The simulation does not model kernels by other names: launch fails.
+  const other = dev.loadModule('.version 8.0\n.target sm_80\n.address_size 64\n' +
+                               '.visible .entry not_modelled()\n{\n ret;\n}\n');
+  const fn = other.getFunction('not_modelled', []);
+  const p = s.launch(fn, 1, 1, []);
+  assert.ok(p instanceof Promise);
+  await assert.rejects(p, { code: 'CUDA_ERROR_NOT_SUPPORTED', errno: -20801, cudaResult: 801 });
+  await assert.rejects(s.launchOnThreadPool(fn, 1, 1, []), { code: 'CUDA_ERROR_NOT_SUPPORTED' });
+  await s.fence(); // the stream is fine
+});
+
+test('driver calls that fail throw named errors', () => {
+  assert.throws(() => dev.loadModule('this is not PTX'),
+    { name: 'Error', code: 'CUDA_ERROR_INVALID_IMAGE', errno: -20200 });
+});
+
+test('failures injected in the driver surface as named errors', async () => {
+  const res = await runChild(`
+    const k = common.setup();
+    const s = k.dev.createStream();
+    const out = {};
+    try { k.dev.alloc(16); } catch (e) { out.alloc = e.code; }
+    const m = k.dev.alloc(16);
+    s.copyToDevice(m, new Uint8Array(16)).then(() => { out.copy = 'resolved'; },
+      (e) => { out.copy = e.code; }).then(() => s.fence()).then(() => {
+        out.after = 'ok'; console.log(JSON.stringify(out)); });`,
+  { env: { SIMCUDA_FAIL: 'cuMemAlloc=CUDA_ERROR_OUT_OF_MEMORY:1,cuMemcpyHtoDAsync=CUDA_ERROR_INVALID_VALUE:1' } });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), {
+    alloc: 'CUDA_ERROR_OUT_OF_MEMORY', copy: 'CUDA_ERROR_INVALID_VALUE', after: 'ok' });
+});
+
+test('a device fault rejects pending and later work with CUDA_ERROR_ILLEGAL_ADDRESS', async () => {
+  // In a child: the fault is sticky for the process's context.
+  const res = await runChild(`
+    const k = common.setup();
+    const a = k.dev.createStream(), b = k.dev.createStream();
+    const m = k.dev.alloc(16);
+    const out = {};
+    const name = (e) => ({ code: e.code, errno: e.errno, cudaResult: e.cudaResult,
+                           message: e.message, isError: e instanceof Error });
+    (async () => {
+      const long = b.launch(k.sleep, 1, 1, [2_000_000_000n]); // 2 s on another stream
+      const fault = a.launch(k.fault, 1, 1, []);
+      const after = a.copyFromDevice(new Uint8Array(16), m);
+      const pool = b.fenceOnThreadPool();
+      const r = await Promise.allSettled([fault, after, long, pool]);
+      out.results = r.map((x) => x.status === 'rejected' ? name(x.reason) : 'resolved');
+      await a.fence().catch((e) => { out.later = e.code; });
+      const st = uvcuda.stats();
+      out.faults = st.faults;
+      out.ms = 0;
+      console.log(JSON.stringify(out));
+    })();`);
+  assert.equal(res.signal, null, res.stderr);
+  assert.equal(res.status, 0, res.stderr);
+  const out = lastJson(res);
+  const illegal = {
+    code: 'CUDA_ERROR_ILLEGAL_ADDRESS', errno: -20700, cudaResult: 700, isError: true,
+  };
+  for (const r of out.results.slice(0, 3)) {
+    assert.notEqual(r, 'resolved');
+    assert.deepEqual({ ...r, message: undefined }, { ...illegal, message: undefined });
+    assert.ok(r.message.length > 0);
+  }
+  assert.equal(out.results[3].code, 'CUDA_ERROR_ILLEGAL_ADDRESS'); // the baseline sees it too
+  assert.equal(out.later, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+  assert.ok(out.faults >= 1);
+  assert.ok(res.ms < 30000);
+});
+
+test('no driver: named errors, thrown synchronously', async () => {
+  const res = await runChild(`
+    const out = {};
+    const grab = (f) => { try { f(); return 'no throw'; } catch (e) {
+      return { name: e.name, code: e.code, errno: e.errno, dl: /dlopen/.test(e.message) }; } };
+    out.info = grab(() => uvcuda.driverInfo());
+    out.open = grab(() => uvcuda.openDevice(0));
+    out.fence = grab(() => uvcuda.fence(12345n));
+    out.stats = grab(() => uvcuda.stats());
+    out.count = grab(() => uvcuda.deviceCount());
+    console.log(JSON.stringify(out));`,
+  { env: { UVCUDA_LIBCUDA: '/nonexistent/libcuda.so.1' } });
+  assert.equal(res.status, 0, res.stderr);
+  const out = lastJson(res);
+  const e = { name: 'Error', code: 'UVCUDA_ENODRIVER', errno: -30001, dl: true };
+  assert.deepEqual(out, { info: e, open: e, fence: e, stats: e, count: e });
+});
+
+test('no device and missing entry points: named errors', async () => {
+  const code = `
+    const grab = (f) => { try { f(); return 'no throw'; } catch (e) { return e.code; } };
+    console.log(JSON.stringify([grab(() => uvcuda.driverInfo()), grab(() => uvcuda.openDevice())]));`;
+  let res = await runChild(code, { env: { SIMCUDA_DEVICES: '0' } });
+  assert.deepEqual(lastJson(res), ['CUDA_ERROR_NO_DEVICE', 'CUDA_ERROR_NO_DEVICE']);
+  res = await runChild(code, { env: { SIMCUDA_HIDE: 'cuModuleLoadData' } });
+  const [info, open] = lastJson(res);
+  assert.equal(typeof info, 'string');
+  assert.equal(open, 'UVCUDA_ENOSYM');
+});

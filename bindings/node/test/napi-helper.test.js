@@ -1,0 +1,104 @@
+'use strict';
+// The contract of include/uvcuda/napi.h, seen from JS: each await is an
+// async resource (napi_async_init) whose settle runs inside a callback scope
+// (async_hooks before/after around it, nextTicks and microtasks drained when
+// it closes), destroyed after; counters per env.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const async_hooks = require('node:async_hooks');
+const { uvcuda, setup } = require('./common');
+
+const k = setup();
+const { dev } = k;
+
+test('each await is an async resource, settled between before/after, then destroyed', async () => {
+  const events = new Map();
+  const note = (id, what) => {
+    if (events.has(id)) events.get(id).push(what);
+  };
+  const hook = async_hooks.createHook({
+    init(id, type) {
+      if (type.startsWith('uvcuda.')) events.set(id, [type]);
+    },
+    before(id) { note(id, 'before'); },
+    after(id) { note(id, 'after'); },
+    destroy(id) { note(id, 'destroy'); },
+  }).enable();
+  try {
+    const s = dev.createStream();
+    const m = dev.alloc(16);
+    await s.memset(m, 1);
+    await s.launch(k.add, 1, 4, [m, 4, 1]);
+    await s.copyFromDevice(new Uint8Array(16), m);
+    await s.fence();
+    await uvcuda.fence(s.handle);
+    await new Promise((r) => setImmediate(r)); // destroy hooks run later
+    await new Promise((r) => setImmediate(r));
+  } finally {
+    hook.disable();
+  }
+  const types = [...events.values()].map((e) => e[0]);
+  assert.deepEqual(types, ['uvcuda.memset', 'uvcuda.launch', 'uvcuda.copyFromDevice',
+                           'uvcuda.fence', 'uvcuda.fence']);
+  for (const e of events.values()) {
+    assert.deepEqual(e.slice(1, 3), ['before', 'after'], e.join(' '));
+    assert.ok(e.includes('destroy'), e.join(' '));
+  }
+});
+
+test('nextTicks and microtasks queued by a settle run before the next settle', async () => {
+  const s = dev.createStream();
+  const order = [];
+  const ps = [];
+  for (let i = 0; i < 5; i++) {
+    ps.push(s.fence().then(() => {
+      order.push(`settle ${i}`);
+      process.nextTick(() => order.push(`tick ${i}`));
+      queueMicrotask(() => order.push(`micro ${i}`));
+    }));
+  }
+  await Promise.all(ps);
+  await new Promise((r) => setImmediate(r)); // the last nextTick
+  const want = [];
+  for (let i = 0; i < 5; i++) want.push(`settle ${i}`, `micro ${i}`, `tick ${i}`);
+  assert.deepEqual(order, want);
+});
+
+test('AsyncLocalStorage context flows into the continuation', async () => {
+  const { AsyncLocalStorage } = async_hooks;
+  const als = new AsyncLocalStorage();
+  const s = dev.createStream();
+  const got = await als.run({ req: 42 }, async () => {
+    await s.launch(k.sleep, 1, 1, [1_000_000n]);
+    return als.getStore();
+  });
+  assert.deepEqual(got, { req: 42 });
+});
+
+test('an exception thrown by a continuation is an ordinary rejection', async () => {
+  const s = dev.createStream();
+  await assert.rejects(s.fence().then(() => { throw new Error('from then'); }), /from then/);
+  await s.fence();
+});
+
+test('resolved and rejected counters', async () => {
+  const s = dev.createStream();
+  const a = uvcuda.stats();
+  s.beginCapture();
+  await assert.rejects(s.fence(), { code: 'UVCUDA_ECAPTURING' });
+  s.endCapture();
+  await s.fence();
+  const b = uvcuda.stats();
+  assert.equal(b.rejected - a.rejected, 1);
+  assert.equal(b.resolved - a.resolved, 1);
+  assert.equal(b.awaited - a.awaited, 2);
+  assert.equal(b.pending, 0);
+});
+
+test('continuations run on the thread that awaited', async () => {
+  const { threadId } = require('node:worker_threads');
+  const s = dev.createStream();
+  const seen = await s.fence().then(() => require('node:worker_threads').threadId);
+  assert.equal(seen, threadId);
+});
