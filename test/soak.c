@@ -18,7 +18,7 @@
 #define NS 8
 #define PHASE_MS 5000
 
-static volatile int stop;
+static int stop; /* set by main, read by the loops: atomic */
 static const uvcuda_completion_t strategies[] = {
     UVCUDA_COMPLETION_AUTO, UVCUDA_COMPLETION_REACTOR, UVCUDA_COMPLETION_HOSTFN,
     UVCUDA_COMPLETION_POLL};
@@ -65,14 +65,16 @@ static void start(item_t *it) {
   if (uvcuda_future_start(&it->f, w->s[xs(&it->rng) % NS], op, on_done) == 0)
     w->starts++;
   else
-    w->errors++;
+    __atomic_fetch_add(&w->errors, 1, __ATOMIC_RELAXED);
 }
 
 static void on_done(uvcuda_future_t *f, int status) {
   item_t *it = f->data;
   worker_t *w = it->w;
-  w->cbs++;
-  if (status != 0 && status != UVCUDA_ECANCELED) w->errors++;
+  /* The main thread samples cbs and errors: atomic, relaxed. */
+  __atomic_fetch_add(&w->cbs, 1, __ATOMIC_RELAXED);
+  if (status != 0 && status != UVCUDA_ECANCELED)
+    __atomic_fetch_add(&w->errors, 1, __ATOMIC_RELAXED);
   if (status == 0) w->per_strategy[w->cur]++;
   if (!w->draining && !it->closing) start(it);
 }
@@ -92,13 +94,13 @@ static void *run(void *arg) {
   tu.cuCtxSetCurrent(tu_ctx);
   uv_loop_init(&w->uv);
   for (i = 0; i < NS; i++) tu.cuStreamCreate(&w->s[i], CU_STREAM_NON_BLOCKING);
-  while (!stop) {
+  while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
     uint64_t end = uv_hrtime() + (uint64_t)PHASE_MS * 1000000u;
     w->cur = (int)((w->phases + (uint64_t)w->id) % 4);
     uvcuda_options_init(&o);
     o.completion = strategies[w->cur];
     if (uvcuda_loop_init(&w->uv, &w->ul, &o) != 0) {
-      w->errors++;
+      __atomic_fetch_add(&w->errors, 1, __ATOMIC_RELAXED);
       break;
     }
     w->draining = 0;
@@ -110,7 +112,7 @@ static void *run(void *arg) {
       w->it[i].f.data = &w->it[i];
       start(&w->it[i]);
     }
-    while (!stop && uv_hrtime() < end) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED) && uv_hrtime() < end) {
       uv_run(&w->uv, UV_RUN_ONCE);
       /* Now and then close one in flight and bring it back. */
       i = (int)(xs(&w->it[0].rng) % (NF * 64));
@@ -139,16 +141,16 @@ static void *run(void *arg) {
     uv_run(&w->uv, UV_RUN_DEFAULT);
     w->ul.data = w;
     w->ul_closed = 0;
-    if (uvcuda_loop_close(&w->ul, on_ul_closed) != 0) w->errors++;
+    if (uvcuda_loop_close(&w->ul, on_ul_closed) != 0) __atomic_fetch_add(&w->errors, 1, __ATOMIC_RELAXED);
     uv_run(&w->uv, UV_RUN_DEFAULT);
-    if (!w->ul_closed) w->errors++;
+    if (!w->ul_closed) __atomic_fetch_add(&w->errors, 1, __ATOMIC_RELAXED);
     w->phases++;
   }
   for (i = 0; i < NS; i++) {
     tu.cuStreamSynchronize(w->s[i]);
     tu.cuStreamDestroy(w->s[i]);
   }
-  if (uv_loop_close(&w->uv) != 0) w->errors++;
+  if (uv_loop_close(&w->uv) != 0) __atomic_fetch_add(&w->errors, 1, __ATOMIC_RELAXED);
   return NULL;
 }
 
@@ -198,7 +200,7 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
   }
-  stop = 1;
+  __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
   for (i = 0; i < nloops; i++) pthread_join(t[i], NULL);
   total_cbs = total_starts = 0;
   for (i = 0; i < nloops; i++) {
