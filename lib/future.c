@@ -138,10 +138,7 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
   f->close_cb_ = close_cb;
   switch (f->state_) {
     case UVCUDA_FUTURE_IDLE:
-      f->state_ = UVCUDA_FUTURE_CLOSING;
-      f->q_next_ = NULL;
-      if (l->cq_tail) l->cq_tail->q_next_ = f; else l->cq_head = f;
-      l->cq_tail = f;
+      uvcuda__close_queue_push(l, f);
       break;
     case UVCUDA_FUTURE_SPINNING:
     case UVCUDA_FUTURE_ARMED:
@@ -149,10 +146,7 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
        * the cancellation callback at once; the GPU work runs on. */
       uvcuda__tl_remove(l, f);
       uvcuda__complete(l, f, UVCUDA_ECANCELED);
-      if (l->rsync) { /* don't leave the reactor watching for it */
-        l->rsync = 0;
-        uvcuda__reactor_sync(l);
-      }
+      uvcuda__loop_flush_reactor(l); /* don't leave the reactor watching */
       break;
     default: /* COMPLETE / FAILED, already queued: cancel its status */
       f->status_ = UVCUDA_ECANCELED;

@@ -151,6 +151,10 @@ void uvcuda__loop_kick(struct uvcuda__loop *l); /* make the idle pass run */
 void uvcuda__loop_update_handles(struct uvcuda__loop *l);
 void uvcuda__deliver(struct uvcuda__loop *l);
 void uvcuda__complete(struct uvcuda__loop *l, uvcuda_future_t *f, int status);
+/* Queues f for its close callback (state CLOSING). */
+void uvcuda__close_queue_push(struct uvcuda__loop *l, uvcuda_future_t *f);
+/* Brings the reactor's watch in line if the loop's state moved (rsync). */
+void uvcuda__loop_flush_reactor(struct uvcuda__loop *l);
 
 /* timeline.c */
 struct uvcuda__timeline *uvcuda__tl_find(struct uvcuda__loop *l, CUstream s,

@@ -62,7 +62,7 @@ static void record_latency(struct uvcuda__loop *l, uvcuda_future_t *f) {
   l->stats.latency_hist[b]++;
 }
 
-static void close_queue_push(struct uvcuda__loop *l, uvcuda_future_t *f) {
+void uvcuda__close_queue_push(struct uvcuda__loop *l, uvcuda_future_t *f) {
   f->state_ = UVCUDA_FUTURE_CLOSING;
   f->q_next_ = NULL;
   if (l->cq_tail) l->cq_tail->q_next_ = f; else l->cq_head = f;
@@ -90,7 +90,7 @@ void uvcuda__deliver(struct uvcuda__loop *l) {
     if (f->flags_ & UVCUDA__F_CLOSING) {
       f->state_ = UVCUDA_FUTURE_CLOSING;
       f->cb_(f, status);
-      close_queue_push(l, f);
+      uvcuda__close_queue_push(l, f);
     } else {
       f->state_ = UVCUDA_FUTURE_IDLE;
       f->cb_(f, status);
@@ -120,11 +120,15 @@ static void sweep(struct uvcuda__loop *l) {
 static void finish_close(struct uvcuda__loop *l);
 
 /* Shared tail of both callbacks. Returns nonzero if l is gone. */
-static int after_pass(struct uvcuda__loop *l) {
+void uvcuda__loop_flush_reactor(struct uvcuda__loop *l) {
   if (l->rsync) {
     l->rsync = 0;
     uvcuda__reactor_sync(l);
   }
+}
+
+static int after_pass(struct uvcuda__loop *l) {
+  uvcuda__loop_flush_reactor(l);
   sweep(l);
   uvcuda__deliver(l);
   if (l->close_waiting && all_quiescent(l)) {
