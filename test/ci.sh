@@ -26,7 +26,7 @@ napi=disabled
 meson setup "$build" --werror -Dtests=enabled -Dgpu_tests=enabled -Dnapi=$napi
 meson compile -C "$build"
 [ "${UVCUDA_SKIP_TESTS:-0}" = 1 ] && exit 0
-meson test -C "$build" -v --print-errorlogs --num-processes 2
+meson test -C "$build" -v --print-errorlogs --num-processes 2 --no-suite fuzz
 
 # The same suites under ASan+UBSan, TSan and valgrind (C tests only: the
 # Node suite runs node itself, which is not ours to instrument). The fuzzer
