@@ -302,9 +302,14 @@ int uvcuda_loop_close(uvcuda_loop_t *ul, uvcuda_loop_close_cb close_cb) {
      * freed only once those writes have landed (or the context died). */
     l->close_waiting = 1;
     uvcuda__reactor_sync(l);
-    if (l->opts.completion == UVCUDA_COMPLETION_POLL) uvcuda__loop_kick(l);
-    uvcuda__loop_update_handles(l);
-    return 0;
+    /* Check again after arming: a write that landed between the first
+     * check and the sync got no watch, and nothing would ring for it. */
+    if (!all_quiescent(l)) {
+      if (l->opts.completion == UVCUDA_COMPLETION_POLL) uvcuda__loop_kick(l);
+      uvcuda__loop_update_handles(l);
+      return 0;
+    }
+    l->close_waiting = 0;
   }
   finish_close(l);
   return 0;
