@@ -119,10 +119,11 @@ static CUdeviceptr g_dword;         /* target of memset4 */
 static uint32_t *g_hold, *g_flag;   /* host-pinned words */
 static CUdeviceptr g_hold_d, g_flag_d;
 static CUstream g_timed;            /* created first: its own queue */
-static CUstream g_pend[NPEND];      /* held streams */
-/* Scaling: [0] is the primary context and g_pend; more only on a GPU. */
+/* Held streams per context; [0] is the primary context. Only scaling uses
+ * more than [0], and only on a GPU. */
 static CUcontext g_xctx[NXCTX];
 static CUstream g_xpend[NXCTX][NPEND];
+#define g_pend (g_xpend[0]) /* the primary context's held streams */
 static CUdeviceptr g_xhold_d[NXCTX];
 static int g_nxctx = 1;
 static CUstream g_tps[NTP];         /* throughput streams */
@@ -1099,13 +1100,15 @@ static void on_pending_closed(uvcuda_future_t *f) {
 }
 
 /* Holds streams until hold_open(): a wait for the next hold value. */
-static int hold_streams(CUstream *s, int n, char *err, size_t errlen) {
+/* d: the hold word's device address in the streams' context. */
+static int hold_streams(CUstream *s, int n, CUdeviceptr d, char *err,
+                        size_t errlen) {
   uint32_t gen = ++g_hold_gen;
   CUresult r;
   int i;
   atomic_store(&g_hold_value, gen);
   for (i = 0; i < n; i++) {
-    r = cu.cuStreamWaitValue32(s[i], g_hold_d, gen, CU_STREAM_WAIT_VALUE_GEQ);
+    r = cu.cuStreamWaitValue32(s[i], d, gen, CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS) {
       snprintf(err, errlen, "cuStreamWaitValue32: %s", cuname(r));
       hold_open();
@@ -1115,25 +1118,16 @@ static int hold_streams(CUstream *s, int n, char *err, size_t errlen) {
   return 0;
 }
 
-/* hold_streams over the held streams of every scaling context. */
+/* hold_streams over every scaling context. Each call takes a newer
+ * generation; the waits are >=, so hold_open (the newest) opens them all. */
 static int hold_all(char *err, size_t errlen) {
-  uint32_t gen = ++g_hold_gen;
-  CUresult r = CUDA_SUCCESS;
-  int k, i;
-  atomic_store(&g_hold_value, gen);
-  for (k = 0; k < g_nxctx && r == CUDA_SUCCESS; k++) {
+  int k, rc = 0;
+  for (k = 0; k < g_nxctx && rc == 0; k++) {
     cu.cuCtxSetCurrent(g_xctx[k]);
-    for (i = 0; i < NPEND && r == CUDA_SUCCESS; i++)
-      r = cu.cuStreamWaitValue32(g_xpend[k][i], g_xhold_d[k], gen,
-                                 CU_STREAM_WAIT_VALUE_GEQ);
+    rc = hold_streams(g_xpend[k], NPEND, g_xhold_d[k], err, errlen);
   }
   cu.cuCtxSetCurrent(g_ctx);
-  if (r != CUDA_SUCCESS) {
-    snprintf(err, errlen, "cuStreamWaitValue32: %s", cuname(r));
-    hold_open();
-    return -1;
-  }
-  return 0;
+  return rc;
 }
 
 static void drain_all(uint64_t timeout_ns) {
@@ -1688,7 +1682,7 @@ static void idle_uvcuda(int mi, int armed, uint64_t dur_ns) {
     idle_measure(r->loop, dur_ns, &w);
     goto out;
   }
-  if (hold_streams(g_pend, 1, err, sizeof(err)) != 0) {
+  if (hold_streams(g_pend, 1, g_hold_d, err, sizeof(err)) != 0) {
     row_note(&w, "skipped: cannot hold a stream (%s)", err);
     goto out;
   }
@@ -2066,7 +2060,6 @@ static int setup(void) {
 #undef CHECK
   g_xctx[0] = g_ctx;
   g_xhold_d[0] = g_hold_d;
-  memcpy(g_xpend[0], g_pend, sizeof(g_pend));
   /* More contexts, more hardware queues: the simulation needs none. */
   if (!g_sim && sym("cuCtxCreate", 12050, &cu.cuCtxCreate) == 0) {
     for (k = 1; k < NXCTX; k++) {
