@@ -144,9 +144,8 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
     case UVCUDA_FUTURE_ARMED:
       /* Unhooked now: no thread reads a future, so close_cb may follow
        * the cancellation callback at once; the GPU work runs on. */
-      uvcuda__tl_remove(l, f);
+      uvcuda__tl_remove(l, f); /* the next pass re-syncs the reactor */
       uvcuda__complete(l, f, UVCUDA_ECANCELED);
-      uvcuda__loop_flush_reactor(l); /* don't leave the reactor watching */
       break;
     default: /* COMPLETE / FAILED, already queued: cancel its status */
       f->status_ = UVCUDA_ECANCELED;

@@ -57,9 +57,17 @@ struct uvcuda__timeline {
   struct uvcuda__timeline *hnext;          /* hash chain */
   struct uvcuda__timeline *anext, *aprev;  /* loop's active list */
   int in_active;
-  /* reactor's watch; guarded by the reactor lock */
+  /* Loop thread: on l->touched, the timelines this pass changed (their
+   * reactor watch to re-sync, maybe to free): a pass costs O(timelines it
+   * touched), not O(timelines alive). Only settle frees a touched one. */
+  struct uvcuda__timeline *tnext;
+  int touched;
+  int need_sync;
+  /* reactor's watch: on the loop's rarmed or rfired list; guarded by the
+   * reactor lock */
   struct uvcuda__timeline *rnext, *rprev;
   int r_armed;
+  int r_fired;   /* its counter passed; the loop takes it on its wakeup */
   uint64_t r_threshold;
   int r_shadow; /* loop side: the reactor may be watching it */
 };
@@ -133,17 +141,23 @@ struct uvcuda__loop {
   uint64_t nfutures;  /* initialised, close_cb not yet run */
   uint64_t nactive;   /* started, callback not yet run */
   int memops64_bad, memops32_bad;
-  int rsync; /* the reactor's watch list is behind the loop's state */
+  struct uvcuda__timeline *touched; /* see uvcuda__timeline.touched */
+  uint64_t nneed_sync;
   uint64_t last_probe_ns;
 
   /* reactor side */
   int reactor_attached;
   struct uvcuda__loop *rnext, *rprev;     /* reactor lock */
   struct uvcuda__timeline *rarmed;        /* reactor lock */
+  struct uvcuda__timeline *rfired;        /* reactor lock */
   atomic_int rang;                        /* reactor rang the async */
   atomic_int fault_suspect;               /* reactor saw a stream error */
+  /* Streams of this loop the reactor is querying outside its lock: no
+   * callback runs meanwhile (one could destroy such a stream). */
+  atomic_int probe_refs;
 
   uvcuda_stats_t stats;
+  uint64_t harvests; /* uvcuda__tl_harvest calls: tests check a wakeup's work */
 };
 
 int uvcuda__on_loop_thread(const struct uvcuda__loop *l);
@@ -153,8 +167,9 @@ void uvcuda__deliver(struct uvcuda__loop *l);
 void uvcuda__complete(struct uvcuda__loop *l, uvcuda_future_t *f, int status);
 /* Queues f for its close callback (state CLOSING). */
 void uvcuda__close_queue_push(struct uvcuda__loop *l, uvcuda_future_t *f);
-/* Brings the reactor's watch in line if the loop's state moved (rsync). */
-void uvcuda__loop_flush_reactor(struct uvcuda__loop *l);
+/* End of a pass over the touched timelines: re-sync the reactor's watch of
+ * those that need it (one locked pass), free the idle quiescent ones. */
+void uvcuda__loop_settle(struct uvcuda__loop *l);
 
 /* timeline.c */
 struct uvcuda__timeline *uvcuda__tl_find(struct uvcuda__loop *l, CUstream s,
@@ -165,6 +180,9 @@ int uvcuda__tl_mark(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
                     uvcuda_future_t *f);
 void uvcuda__tl_push(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
                      uvcuda_future_t *f);
+/* Puts tl on the loop's touched list; sync: its reactor watch may be stale. */
+void uvcuda__tl_touch(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
+                      int sync);
 void uvcuda__tl_remove(struct uvcuda__loop *l, uvcuda_future_t *f);
 uint64_t uvcuda__tl_done(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
 int uvcuda__tl_quiescent(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
@@ -191,8 +209,13 @@ void uvcuda__reactor_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
                          uint64_t threshold);
 void uvcuda__reactor_disarm(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
 /* One locked pass that makes the watch of every active timeline of l
- * match uvcuda__tl_watch. */
+ * match uvcuda__tl_watch (loop close). */
 void uvcuda__reactor_sync(struct uvcuda__loop *l);
+/* The same for the touched timelines marked need_sync. */
+void uvcuda__reactor_sync_touched(struct uvcuda__loop *l);
+/* Moves the timelines whose counters the reactor saw pass onto the loop's
+ * touched list. */
+void uvcuda__reactor_take_fired(struct uvcuda__loop *l);
 int uvcuda__reactor_running(void); /* tests: the thread exists */
 
 /* Context switching around our own driver calls. */

@@ -76,6 +76,11 @@ void uvcuda__deliver(struct uvcuda__loop *l) {
   uvcuda_future_t *q, *f;
   int status;
 
+  /* The reactor is querying one of our streams outside its lock, and a
+   * callback may destroy its stream: deliver on the next pass instead (the
+   * idle handle runs while anything is queued). Rare: ~1 µs per probe. */
+  if (atomic_load_explicit(&l->probe_refs, memory_order_acquire) > 0) return;
+
   q = l->dq_head;
   l->dq_head = l->dq_tail = NULL;
   while ((f = q) != NULL) {
@@ -109,27 +114,33 @@ void uvcuda__deliver(struct uvcuda__loop *l) {
   }
 }
 
-static void sweep(struct uvcuda__loop *l) {
-  struct uvcuda__timeline *tl, *next;
-  for (tl = l->active; tl; tl = next) {
-    next = tl->anext;
-    uvcuda__tl_maybe_free(l, tl);
-  }
-}
-
 static void finish_close(struct uvcuda__loop *l);
 
-/* Shared tail of both callbacks. Returns nonzero if l is gone. */
-void uvcuda__loop_flush_reactor(struct uvcuda__loop *l) {
-  if (l->rsync) {
-    l->rsync = 0;
-    uvcuda__reactor_sync(l);
+void uvcuda__loop_settle(struct uvcuda__loop *l) {
+  struct uvcuda__timeline *tl, *next, *keep = NULL;
+
+  if (l->nneed_sync > 0) uvcuda__reactor_sync_touched(l);
+  tl = l->touched;
+  l->touched = NULL;
+  for (; tl; tl = next) {
+    next = tl->tnext;
+    tl->tnext = NULL;
+    tl->touched = 0;
+    if (tl->pending == 0 && tl->tickets_out == 0 && !uvcuda__tl_quiescent(l, tl)) {
+      /* A closed future's GPU write is still due: look again next pass. */
+      tl->touched = 1;
+      tl->tnext = keep;
+      keep = tl;
+      continue;
+    }
+    uvcuda__tl_maybe_free(l, tl);
   }
+  l->touched = keep;
 }
 
+/* Shared tail of both callbacks. Returns nonzero if l is gone. */
 static int after_pass(struct uvcuda__loop *l) {
-  uvcuda__loop_flush_reactor(l);
-  sweep(l);
+  uvcuda__loop_settle(l);
   uvcuda__deliver(l);
   if (l->close_waiting && all_quiescent(l)) {
     l->close_waiting = 0;
@@ -140,10 +151,17 @@ static int after_pass(struct uvcuda__loop *l) {
   return 0;
 }
 
+/* POLL: a memory read per timeline with futures, every pass. */
 static void harvest_active(struct uvcuda__loop *l, int src) {
   struct uvcuda__timeline *tl;
   for (tl = l->active; tl; tl = tl->anext) uvcuda__tl_harvest(l, tl, src);
-  l->rsync = 1; /* the reactor fired: re-arm what is still pending */
+}
+
+/* The timelines this wakeup concerns: those the reactor saw pass and those
+ * whose host functions ran, all on the touched list by now. */
+static void harvest_touched(struct uvcuda__loop *l) {
+  struct uvcuda__timeline *tl;
+  for (tl = l->touched; tl; tl = tl->tnext) uvcuda__tl_harvest(l, tl, 0);
 }
 
 static void on_async(uv_async_t *h) {
@@ -158,11 +176,13 @@ static void on_async(uv_async_t *h) {
     next = t->next;
     t->tl->tickets_out--;
     if (t->seq > t->tl->done_seq) t->tl->done_seq = t->seq;
+    uvcuda__tl_touch(l, t->tl, 0);
     uvcuda__ticket_release(t);
   }
   if (atomic_exchange_explicit(&l->fault_suspect, 0, memory_order_relaxed))
     uvcuda__probe_faults(l);
-  harvest_active(l, 0);
+  uvcuda__reactor_take_fired(l); /* always: rang is only a statistic */
+  harvest_touched(l);
   after_pass(l);
 }
 
@@ -204,7 +224,7 @@ static void on_idle(uv_idle_t *h) {
     f->spin_next_ = f->spin_prev_ = NULL;
     f->state_ = UVCUDA_FUTURE_ARMED;
     ((struct uvcuda__timeline *)f->timeline_)->armed++;
-    l->rsync = 1;
+    uvcuda__tl_touch(l, f->timeline_, 1);
   }
   after_pass(l);
 }
@@ -240,6 +260,7 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
   l->opts = o;
   atomic_init(&l->rang, 0);
   atomic_init(&l->fault_suspect, 0);
+  atomic_init(&l->probe_refs, 0);
   l->port = uvcuda__port_new(&l->async);
   if (l->port == NULL) {
     free(l);
@@ -296,7 +317,7 @@ int uvcuda_loop_close(uvcuda_loop_t *ul, uvcuda_loop_close_cb close_cb) {
   if (l->nfutures > 0) return UVCUDA_EBUSY;
   l->closing = 1;
   l->close_cb = close_cb;
-  sweep(l);
+  uvcuda__loop_settle(l);
   if (!all_quiescent(l)) {
     /* Closed futures left GPU writes in flight: their counters can be
      * freed only once those writes have landed (or the context died). */

@@ -10,7 +10,12 @@
  * doubling up to sleep_max_ns. With only host-function timelines armed it
  * just probes, every probe interval. With nothing armed it parks on a
  * condition variable and is woken only when a timeline is armed. Started by
- * the first loop that needs it, joined when the last one detaches. */
+ * the first loop that needs it, joined when the last one detaches.
+ *
+ * A counter that passed moves its timeline to the loop's fired list, so the
+ * woken loop looks at those timelines only, not at every one it has. Driver
+ * calls (the probes) are made outside the lock: a driver call can block,
+ * and loop threads take this lock to arm. */
 #define _GNU_SOURCE 1 /* PTHREAD_MUTEX_ADAPTIVE_NP */
 #include "internal.h"
 
@@ -30,6 +35,11 @@ static int running, stopping, parked, joining;
 static unsigned users;
 static struct uvcuda__loop *loops;
 static uint64_t narmed_mem, narmed_probe; /* armed timelines by kind */
+/* Loop threads waiting for mu: the reactor, which retakes mu after each
+ * pass, lets them in first instead of winning every race for it. */
+static atomic_int want;
+
+#define PROBE_MAX 64 /* (loop, context) pairs probed per round */
 
 static void init_once(void) {
   pthread_mutexattr_t ma;
@@ -48,6 +58,13 @@ static void init_once(void) {
 
 #define uv_mutex_lock(m) pthread_mutex_lock(m)
 #define uv_mutex_unlock(m) pthread_mutex_unlock(m)
+
+/* mu, taken by a loop thread. */
+static void lock_loopside(void) {
+  atomic_fetch_add_explicit(&want, 1, memory_order_relaxed);
+  pthread_mutex_lock(&mu);
+  atomic_fetch_sub_explicit(&want, 1, memory_order_relaxed);
+}
 
 static void cond_timedwait(uint64_t ns) {
   struct timespec ts;
@@ -88,6 +105,21 @@ static void unlink_armed(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
   if (tl->mode == UVCUDA__TL_HOSTFN) narmed_probe--; else narmed_mem--;
 }
 
+static void link_fired(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
+  tl->r_fired = 1;
+  tl->rprev = NULL;
+  tl->rnext = l->rfired;
+  if (l->rfired) l->rfired->rprev = tl;
+  l->rfired = tl;
+}
+
+static void unlink_fired(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
+  if (tl->rprev) tl->rprev->rnext = tl->rnext; else l->rfired = tl->rnext;
+  if (tl->rnext) tl->rnext->rprev = tl->rprev;
+  tl->rnext = tl->rprev = NULL;
+  tl->r_fired = 0;
+}
+
 static void ring(struct uvcuda__loop *l) {
   atomic_store_explicit(&l->rang, 1, memory_order_relaxed);
   uv_async_send(&l->async); /* under mu: the loop detaches under mu first */
@@ -105,6 +137,7 @@ static int scan(void) {
       next = tl->rnext;
       if (reached(tl)) {
         unlink_armed(l, tl); /* the loop re-arms what is still pending */
+        link_fired(l, tl);
         hit = 1;
       }
     }
@@ -117,24 +150,50 @@ static int scan(void) {
 }
 
 /* cuStreamQuery of one armed stream per context and loop. Caller holds mu;
- * the loop thread can't free a timeline while it is armed here. */
+ * the queries run without it. A probed loop's probe_refs holds back its
+ * callbacks (which may destroy the stream) and its detach. */
 static void probe(void) {
+  struct {
+    struct uvcuda__loop *l;
+    CUstream s;
+    CUcontext c;
+    CUresult r;
+  } t[PROBE_MAX];
   struct uvcuda__loop *l;
-  struct uvcuda__timeline *tl, *t2;
-  CUresult r;
+  struct uvcuda__timeline *tl;
+  CUcontext prev = NULL;
+  int n = 0, i, k;
 
-  for (l = loops; l; l = l->rnext) {
-    for (tl = l->rarmed; tl; tl = tl->rnext) {
-      for (t2 = l->rarmed; t2 != tl; t2 = t2->rnext)
-        if (t2->cuctx == tl->cuctx) break;
-      if (t2 != tl) continue; /* context already probed */
-      r = uvcuda__tl_query(tl);
-      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
-        atomic_store_explicit(&l->fault_suspect, 1, memory_order_relaxed);
-        ring(l);
-        break;
-      }
+  for (l = loops; l && n < PROBE_MAX; l = l->rnext) {
+    for (tl = l->rarmed; tl && n < PROBE_MAX; tl = tl->rnext) {
+      for (k = n - 1; k >= 0 && t[k].l == l; k--)
+        if (t[k].c == tl->cuctx) break;
+      if (k >= 0 && t[k].l == l) continue; /* context already taken */
+      t[n].l = l;
+      t[n].s = tl->stream;
+      t[n].c = tl->cuctx;
+      atomic_fetch_add_explicit(&l->probe_refs, 1, memory_order_relaxed);
+      n++;
     }
+  }
+  if (n == 0) return;
+  uv_mutex_unlock(&mu);
+  uvcuda__drv.cuCtxGetCurrent(&prev);
+  for (i = 0; i < n; i++) {
+    if (t[i].c != prev) uvcuda__drv.cuCtxSetCurrent(t[i].c);
+    prev = t[i].c;
+    t[i].r = uvcuda__drv.cuStreamQuery(t[i].s);
+  }
+  uv_mutex_lock(&mu);
+  for (i = 0; i < n; i++) {
+    l = t[i].l;
+    if (t[i].r != CUDA_SUCCESS && t[i].r != CUDA_ERROR_NOT_READY &&
+        l->reactor_attached) {
+      atomic_store_explicit(&l->fault_suspect, 1, memory_order_relaxed);
+      ring(l);
+    }
+    /* After this the reactor does not touch l again. */
+    atomic_fetch_sub_explicit(&l->probe_refs, 1, memory_order_release);
   }
 }
 
@@ -154,12 +213,22 @@ static void bounds(uint64_t *spin, uint64_t *yield, uint64_t *sleep_max,
   }
 }
 
+/* After dropping mu for a moment: a loop thread waiting for it gets it. */
+static void step_aside(void) {
+  unsigned i;
+  for (i = 0; i < 4; i++) cpu_relax(); /* ~0.5 us: keep latency low */
+  for (i = 0; i < 1024 && atomic_load_explicit(&want, memory_order_relaxed); i++)
+    cpu_relax();
+}
+
 static void reactor_main(void *arg) {
   uint64_t last_progress, next_probe, now, spin, yield, sleep_max, probe_ns;
   uint64_t sleep_ns = 0;
-  unsigned i;
   (void)arg;
 
+#if defined(__GLIBC__)
+  pthread_setname_np(pthread_self(), "uvcuda-reactor"); /* top -H, gdb */
+#endif
   uv_mutex_lock(&mu);
   last_progress = uv_hrtime();
   next_probe = last_progress;
@@ -189,11 +258,12 @@ static void reactor_main(void *arg) {
     }
     if (now - last_progress < spin) {
       uv_mutex_unlock(&mu);
-      for (i = 0; i < 4; i++) cpu_relax(); /* ~0.5 us: keep latency low */
+      step_aside();
       uv_mutex_lock(&mu);
     } else if (now - last_progress < yield) {
       uv_mutex_unlock(&mu);
       sched_yield();
+      step_aside();
       uv_mutex_lock(&mu);
     } else {
       sleep_ns = sleep_ns ? sleep_ns * 2 : 10000;
@@ -208,7 +278,7 @@ static void reactor_main(void *arg) {
 int uvcuda__reactor_attach(struct uvcuda__loop *l) {
   int err = 0;
   pthread_once(&once, init_once);
-  uv_mutex_lock(&mu);
+  lock_loopside();
   if (!running && !joining) {
     stopping = 0;
     err = uv_thread_create(&thread, reactor_main, NULL);
@@ -231,8 +301,9 @@ void uvcuda__reactor_detach(struct uvcuda__loop *l) {
   int join = 0;
 
   if (!l->reactor_attached) return;
-  uv_mutex_lock(&mu);
+  lock_loopside();
   while ((tl = l->rarmed) != NULL) unlink_armed(l, tl);
+  while ((tl = l->rfired) != NULL) unlink_fired(l, tl);
   if (l->rprev) l->rprev->rnext = l->rnext; else loops = l->rnext;
   if (l->rnext) l->rnext->rprev = l->rprev;
   l->rnext = l->rprev = NULL;
@@ -246,6 +317,9 @@ void uvcuda__reactor_detach(struct uvcuda__loop *l) {
     pthread_cond_signal(&cond);
   }
   uv_mutex_unlock(&mu);
+  /* A probe in flight still holds l (it rings it on a fault). */
+  while (atomic_load_explicit(&l->probe_refs, memory_order_acquire) > 0)
+    sched_yield();
   if (!join) return;
   uv_thread_join(&thread);
   uv_mutex_lock(&mu);
@@ -265,6 +339,7 @@ static void arm_locked(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
                        uint64_t threshold) {
   tl->r_threshold = threshold;
   tl->r_shadow = 1;
+  if (tl->r_fired) unlink_fired(l, tl); /* watched again from here */
   if (tl->r_armed) return;
   tl->r_armed = 1;
   tl->rprev = NULL;
@@ -280,7 +355,7 @@ static void arm_locked(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
 void uvcuda__reactor_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
                          uint64_t threshold) {
   if (!l->reactor_attached) return;
-  uv_mutex_lock(&mu);
+  lock_loopside();
   arm_locked(l, tl, threshold);
   uv_mutex_unlock(&mu);
 }
@@ -288,23 +363,56 @@ void uvcuda__reactor_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
 void uvcuda__reactor_disarm(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
   tl->r_shadow = 0;
   if (!l->reactor_attached) return;
-  uv_mutex_lock(&mu);
+  lock_loopside();
   if (tl->r_armed) unlink_armed(l, tl);
+  if (tl->r_fired) unlink_fired(l, tl);
   uv_mutex_unlock(&mu);
+}
+
+/* Caller holds mu. */
+static void sync_one(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
+  uint64_t thr;
+  if (uvcuda__tl_watch(l, tl, &thr)) {
+    arm_locked(l, tl, thr);
+  } else if (tl->r_shadow) {
+    if (tl->r_armed) unlink_armed(l, tl);
+    if (tl->r_fired) unlink_fired(l, tl);
+    tl->r_shadow = 0;
+  }
 }
 
 void uvcuda__reactor_sync(struct uvcuda__loop *l) {
   struct uvcuda__timeline *tl;
-  uint64_t thr;
   if (!l->reactor_attached) return;
-  uv_mutex_lock(&mu);
-  for (tl = l->active; tl; tl = tl->anext) {
-    if (uvcuda__tl_watch(l, tl, &thr)) {
-      arm_locked(l, tl, thr);
-    } else if (tl->r_shadow) {
-      if (tl->r_armed) unlink_armed(l, tl);
-      tl->r_shadow = 0;
+  lock_loopside();
+  for (tl = l->active; tl; tl = tl->anext) sync_one(l, tl);
+  uv_mutex_unlock(&mu);
+}
+
+void uvcuda__reactor_sync_touched(struct uvcuda__loop *l) {
+  struct uvcuda__timeline *tl;
+  int locked = 0;
+  for (tl = l->touched; tl; tl = tl->tnext) {
+    if (!tl->need_sync) continue;
+    tl->need_sync = 0;
+    if (!l->reactor_attached) continue; /* POLL: nothing watches */
+    if (!locked) {
+      lock_loopside();
+      locked = 1;
     }
+    sync_one(l, tl);
+  }
+  if (locked) uv_mutex_unlock(&mu);
+  l->nneed_sync = 0;
+}
+
+void uvcuda__reactor_take_fired(struct uvcuda__loop *l) {
+  struct uvcuda__timeline *tl;
+  if (!l->reactor_attached) return;
+  lock_loopside();
+  while ((tl = l->rfired) != NULL) {
+    unlink_fired(l, tl);
+    uvcuda__tl_touch(l, tl, 1); /* harvest it, then re-arm what is left */
   }
   uv_mutex_unlock(&mu);
 }
@@ -312,7 +420,7 @@ void uvcuda__reactor_sync(struct uvcuda__loop *l) {
 int uvcuda__reactor_running(void) {
   int r;
   pthread_once(&once, init_once);
-  uv_mutex_lock(&mu);
+  lock_loopside();
   r = running;
   uv_mutex_unlock(&mu);
   return r;

@@ -358,6 +358,19 @@ void uvcuda__tl_push(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
   active_add(l, tl);
 }
 
+void uvcuda__tl_touch(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
+                      int sync) {
+  if (!tl->touched) {
+    tl->touched = 1;
+    tl->tnext = l->touched;
+    l->touched = tl;
+  }
+  if (sync && !tl->need_sync) {
+    tl->need_sync = 1;
+    l->nneed_sync++;
+  }
+}
+
 static void spin_unlink(struct uvcuda__loop *l, uvcuda_future_t *f) {
   if (f->spin_prev_) f->spin_prev_->spin_next_ = f->spin_next_;
   else l->spin_head = f->spin_next_;
@@ -380,7 +393,8 @@ void uvcuda__tl_remove(struct uvcuda__loop *l, uvcuda_future_t *f) {
     f->event_ = NULL;
   }
   f->timeline_ = NULL;
-  if (tl->r_shadow) l->rsync = 1; /* threshold moved on: one sync per pass */
+  /* The watch's threshold moved on (one sync per pass); maybe now free. */
+  uvcuda__tl_touch(l, tl, tl->r_shadow);
 }
 
 uint64_t uvcuda__tl_done(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
@@ -410,6 +424,7 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
   uvcuda_future_t *f;
   uint64_t done, n = 0;
 
+  l->harvests++;
   if (tl->head == NULL) return 0;
   done = uvcuda__tl_done(l, tl);
   while ((f = tl->head) != NULL && f->seq_ <= done) {
@@ -447,6 +462,7 @@ void uvcuda__tl_spin_poll(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
 }
 
 void uvcuda__tl_maybe_free(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
+  if (tl->touched) return; /* settle frees it: it is on the touched list */
   if (tl->pending != 0 || tl->tickets_out != 0) return;
   if (!uvcuda__tl_quiescent(l, tl)) return;
   tl_destroy(l, tl);
@@ -494,6 +510,7 @@ void uvcuda__fail_cuctx(struct uvcuda__loop *l, CUcontext cuctx, int err) {
   for (tl = l->active; tl; tl = tl->anext) {
     if (tl->cuctx != cuctx) continue;
     tl->faulted = 1;
+    uvcuda__tl_touch(l, tl, 1); /* no watch on a dead context */
     while ((f = tl->head) != NULL) {
       uvcuda__tl_remove(l, f);
       uvcuda__complete(l, f, err);
@@ -501,8 +518,13 @@ void uvcuda__fail_cuctx(struct uvcuda__loop *l, CUcontext cuctx, int err) {
   }
 }
 
+/* One cuStreamQuery per CUDA context with work due: the errors that stop
+ * markers and host functions are sticky to the whole context, so any of
+ * its streams reports them. */
 int uvcuda__probe_faults(struct uvcuda__loop *l) {
   struct uvcuda__timeline *tl;
+  CUcontext seen[8];
+  unsigned nseen = 0, i;
   CUresult r;
   int n = 0;
 
@@ -510,6 +532,9 @@ int uvcuda__probe_faults(struct uvcuda__loop *l) {
     /* Also timelines with no future left but GPU writes still due: a
      * closing loop waits for those, and after a fault they never land. */
     if (tl->faulted || (tl->head == NULL && uvcuda__tl_quiescent(l, tl))) continue;
+    for (i = 0; i < nseen && seen[i] != tl->cuctx; i++) {}
+    if (i < nseen) continue; /* context already probed: it is healthy */
+    if (nseen < sizeof(seen) / sizeof(seen[0])) seen[nseen++] = tl->cuctx;
     r = uvcuda__tl_query(tl);
     if (is_stream_fault(r)) {
       uvcuda__fail_cuctx(l, tl->cuctx, UVCUDA_ECUDA(r));
@@ -523,6 +548,8 @@ void uvcuda__tl_free_all(struct uvcuda__loop *l) {
   struct uvcuda__slot_page *pg, *next;
   uint64_t i;
 
+  l->touched = NULL; /* every timeline goes below */
+  l->nneed_sync = 0;
   for (i = 0; i < l->nbuckets; i++) {
     while (l->buckets[i] != NULL) tl_destroy(l, l->buckets[i]);
   }

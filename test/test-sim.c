@@ -291,6 +291,163 @@ static void fault_on_one_device(void **state) {
   if (rc != 0) fail_msg("child failed with status %d", rc);
 }
 
+/* ---- a wakeup looks only at the timelines that moved ---- */
+
+/* 200 streams each hold an armed future; 50 futures then complete one by
+ * one on another stream through the reactor. Each wakeup must harvest the
+ * timelines that fired, not all 201 (a simulated stream is a thread:
+ * valgrind allows 500). */
+static void wakeup_cost_is_per_fired_timeline(void **state) {
+  enum { HELD = 200, RUNS = 50 };
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t *held = calloc(HELD, sizeof(*held)), f;
+  CUstream *hs = calloc(HELD, sizeof(*hs)), s = tu_stream();
+  rec_t hr = {0, 0}, r = {0, 0};
+  uvcuda_stats_t st;
+  uint64_t h0, wakeups0;
+  tu_gate_t g;
+  int i;
+  (void)state;
+
+  assert_non_null(held);
+  assert_non_null(hs);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_REACTOR;
+  o.spin_budget_us = 0; /* every completion through the reactor */
+  assert_int_equal(uv_loop_init(&uv), 0);
+  TU_OK(uvcuda_loop_init(&uv, &ul, &o));
+  tu_gate_init(&g);
+  for (i = 0; i < HELD; i++) {
+    hs[i] = tu_stream();
+    tu_gate_hold(&g, hs[i]);
+    TU_OK(uvcuda_future_init(&ul, &held[i]));
+    held[i].data = &hr;
+    TU_OK(uvcuda_future_start(&held[i], hs[i], NULL, on_rec));
+  }
+  uv_run(&uv, UV_RUN_NOWAIT);
+  TU_OK(uvcuda_future_init(&ul, &f));
+  f.data = &r;
+  TU_OK(uvcuda_loop_stats(&ul, &st));
+  wakeups0 = st.reactor_wakeups;
+  h0 = ul.internal_->harvests;
+  for (i = 0; i < RUNS; i++) {
+    uint64_t end = tu_now_ns() + 5000000000ull;
+    TU_OK(uvcuda_future_start(&f, s, NULL, on_rec));
+    while (r.calls < i + 1 && tu_now_ns() < end) uv_run(&uv, UV_RUN_ONCE);
+    assert_int_equal(r.calls, i + 1);
+    assert_int_equal(r.status, 0);
+  }
+  TU_OK(uvcuda_loop_stats(&ul, &st));
+  assert_true(st.reactor_wakeups - wakeups0 >= RUNS);
+  assert_int_equal(hr.calls, 0);
+  /* At most a few timelines per wakeup; looking at every timeline would
+   * be over 200 per wakeup. */
+  if (ul.internal_->harvests - h0 > 4 * (st.reactor_wakeups - wakeups0))
+    fail_msg("%llu harvests over %llu wakeups with %d timelines held",
+             (unsigned long long)(ul.internal_->harvests - h0),
+             (unsigned long long)(st.reactor_wakeups - wakeups0), HELD);
+  tu_gate_open(&g);
+  tu_run(&uv, 10000);
+  assert_int_equal(hr.calls, HELD);
+  TU_OK(uvcuda_future_close(&f, NULL));
+  for (i = 0; i < HELD; i++) TU_OK(uvcuda_future_close(&held[i], NULL));
+  tu_run(&uv, 5000);
+  for (i = 0; i < HELD; i++) tu_stream_destroy(hs[i]);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  fini_loop(&uv, &ul);
+  free(held);
+  free(hs);
+}
+
+/* ---- a driver call stuck in the reactor's fault probe ---- */
+
+static int tick_count;
+static void on_tick(uv_timer_t *t) {
+  (void)t;
+  tick_count++;
+}
+
+/* The reactor's probe (cuStreamQuery) blocks inside the driver. The loop
+ * thread must still arm futures, run its other handles and spin; a future
+ * that completes meanwhile is delivered only after the probe returns
+ * (its callback could destroy the stream being queried). */
+static void stuck_probe_never_blocks_the_loop(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t fa, fb, fc;
+  rec_t ra = {0, 0}, rb = {0, 0}, rc = {0, 0};
+  CUstream a = tu_stream(), b = tu_stream(), c = tu_stream();
+  uv_timer_t tick;
+  uint64_t end;
+  tu_gate_t g;
+  (void)state;
+
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_AUTO;
+  o.spin_budget_us = 0;
+  o.probe_interval_us = 50;
+  assert_int_equal(uv_loop_init(&uv), 0);
+  TU_OK(uvcuda_loop_init(&uv, &ul, &o));
+  tu_gate_init(&g);
+  tu_gate_hold(&g, a);
+  TU_OK(uvcuda_future_init(&ul, &fa));
+  fa.data = &ra;
+  TU_OK(uvcuda_future_start(&fa, a, NULL, on_rec)); /* armed: probed */
+
+  simcuda_hold_calls("cuStreamQuery", 1);
+  end = tu_now_ns() + 5000000000ull;
+  while (simcuda_held_calls("cuStreamQuery") == 0 && tu_now_ns() < end)
+    uv_run(&uv, UV_RUN_NOWAIT);
+  assert_int_equal(simcuda_held_calls("cuStreamQuery"), 1); /* the reactor */
+
+  /* Arming takes the reactor's lock: it must not be held by the probe. */
+  TU_OK(uvcuda_future_init(&ul, &fb));
+  fb.data = &rb;
+  TU_OK(uvcuda_future_start(&fb, b, NULL, on_rec));
+  /* A future that completes in the spin, while the probe is stuck. */
+  uvcuda_loop_t *ulp = &ul;
+  ulp->internal_->opts.spin_budget_ns = 1000000000ull;
+  TU_OK(uvcuda_future_init(&ul, &fc));
+  fc.data = &rc;
+  TU_OK(uvcuda_future_start(&fc, c, NULL, on_rec));
+  ulp->internal_->opts.spin_budget_ns = 0;
+  uv_timer_init(&uv, &tick);
+  uv_timer_start(&tick, on_tick, 1, 1);
+  tick_count = 0;
+  end = tu_now_ns() + 100000000ull; /* 100 ms of loop */
+  while (tu_now_ns() < end) uv_run(&uv, UV_RUN_NOWAIT);
+  assert_true(tick_count >= 10); /* the loop ran its timer all along */
+  assert_int_equal(rc.calls, 0); /* done on the GPU, held back */
+  assert_int_equal(uvcuda_future_state(&fc), UVCUDA_FUTURE_COMPLETE);
+
+  simcuda_hold_calls("cuStreamQuery", 0);
+  tu_run_until(&uv, &rc.calls, 5000);
+  assert_int_equal(rc.calls, 1);
+  assert_int_equal(rc.status, 0);
+  end = tu_now_ns() + 5000000000ull;
+  while (rb.calls == 0 && tu_now_ns() < end) uv_run(&uv, UV_RUN_ONCE);
+  assert_int_equal(rb.calls, 1);
+  assert_int_equal(rb.status, 0);
+  assert_int_equal(ra.calls, 0);
+  tu_gate_open(&g);
+  tu_run_until(&uv, &ra.calls, 5000);
+  assert_int_equal(ra.calls, 1);
+  uv_close((uv_handle_t *)&tick, NULL);
+  TU_OK(uvcuda_future_close(&fa, NULL));
+  TU_OK(uvcuda_future_close(&fb, NULL));
+  TU_OK(uvcuda_future_close(&fc, NULL));
+  tu_run(&uv, 5000);
+  tu_stream_destroy(a);
+  tu_stream_destroy(b);
+  tu_stream_destroy(c);
+  tu_gate_free(&g);
+  fini_loop(&uv, &ul);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(no_memops_auto_falls_back),
@@ -300,6 +457,8 @@ int main(void) {
       cmocka_unit_test(pinned_memory_exhausted),
       cmocka_unit_test(invalid_stream_handle),
       cmocka_unit_test(default_stream),
+      cmocka_unit_test(wakeup_cost_is_per_fired_timeline),
+      cmocka_unit_test(stuck_probe_never_blocks_the_loop),
   };
   const struct CMUnitTest child_tests[] = {
       cmocka_unit_test(host_task_modes_on_13_2),

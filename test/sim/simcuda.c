@@ -245,6 +245,9 @@ static struct {
   CUresult fail_result;
   int fail_left; /* < 0: until cleared */
   bool hidden;
+  bool held;              /* simcuda_hold_calls: other threads wait */
+  pthread_t holder;
+  uint64_t waiting;       /* calls waiting in a hold now */
 } g_entry[E_COUNT]; /* under g_mu */
 
 static struct ctx g_ctx[SIM_MAX_DEVICES];
@@ -330,6 +333,14 @@ static CUresult enter(enum entry_id e) {
   CUresult r = CUDA_SUCCESS;
   LOCK();
   g_entry[e].calls++;
+  /* A call that blocks inside the driver, as a real one can (lock held by
+   * another thread, a synchronising operation): the caller waits. */
+  if (g_entry[e].held && !pthread_equal(g_entry[e].holder, pthread_self())) {
+    g_entry[e].waiting++;
+    pthread_cond_broadcast(&g_changed);
+    while (g_entry[e].held) pthread_cond_wait(&g_changed, &g_mu);
+    g_entry[e].waiting--;
+  }
   if (g_entry[e].fail_left != 0) {
     r = g_entry[e].fail_result;
     if (g_entry[e].fail_left > 0) g_entry[e].fail_left--;
@@ -2486,6 +2497,26 @@ SIMCUDA_API void simcuda_fail(const char *entry, CUresult result, int count) {
     g_entry[e].fail_left = count < 0 ? -1 : count;
   }
   UNLOCK();
+}
+
+SIMCUDA_API void simcuda_hold_calls(const char *entry, int on) {
+  int e = control_entry(entry, "simcuda_hold_calls");
+  if (e < 0) return;
+  LOCK();
+  g_entry[e].held = on != 0;
+  g_entry[e].holder = pthread_self();
+  pthread_cond_broadcast(&g_changed);
+  UNLOCK();
+}
+
+SIMCUDA_API uint64_t simcuda_held_calls(const char *entry) {
+  int e = control_entry(entry, "simcuda_held_calls");
+  uint64_t n;
+  if (e < 0) return 0;
+  LOCK();
+  n = g_entry[e].waiting;
+  UNLOCK();
+  return n;
 }
 
 SIMCUDA_API void simcuda_hide(const char *entry) {

@@ -53,6 +53,14 @@ SIMCUDA_API void simcuda_set_device_count(int n);
  * cleared. count == 0 or result == CUDA_SUCCESS clears it. */
 SIMCUDA_API void simcuda_fail(const char *entry, CUresult result, int count);
 
+/* on != 0: calls of the named entry point from any thread other than the
+ * caller block inside the driver until it is called again with on == 0
+ * (a driver call stuck behind another thread, as real ones can be). */
+SIMCUDA_API void simcuda_hold_calls(const char *entry, int on);
+
+/* Calls of the named entry point waiting in such a hold now. */
+SIMCUDA_API uint64_t simcuda_held_calls(const char *entry);
+
 /* cuGetProcAddress reports the named entry as not found (status 1). */
 SIMCUDA_API void simcuda_hide(const char *entry);
 
