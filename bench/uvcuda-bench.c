@@ -1191,20 +1191,35 @@ static int scaling_samples(int *warmup) {
 
 /* The timed op by another method in the same state (N futures pending on
  * the held streams): raw-spin is the GPU's own latency under that load,
- * uvcuda-poll leaves the reactor out. */
-static void scaling_baseline(int mi, int N, int ninit) {
-  const method_t *m = &METHODS[mi];
-  run_t *r;
-  row_t w;
-  int rc;
+ * uvcuda-poll leaves the reactor out. Opened, and used once, before the
+ * streams are held: closing or first use of a loop under the hold could
+ * wait for the GPU (cuMemFreeHost synchronises the device). */
+static run_t *scaling_base_open(int mi) {
+  run_t *r = run_new(&METHODS[mi], g_timed, &WL[W_EMPTY], -1);
+  uint64_t ns;
+  if (r == NULL) return NULL;
+  if (run_open(r) != 0 || run_prep(r) != 0 || run_sample(r, &ns) != 0) {
+    printf("  %s: could not open the baseline: %s\n", METHODS[mi].name, r->err);
+    g_errors++;
+    run_close(r);
+    if (!r->abandon) free(r);
+    return NULL;
+  }
+  run_post(r);
+  return r;
+}
 
-  row_init(&w, "scaling", m->name, "empty", N);
-  r = run_new(m, g_timed, &WL[W_EMPTY], -1);
+static void scaling_base_close(run_t *r) {
   if (r == NULL) return;
-  rc = run_open(r);
-  if (rc != 0) {
-    row_note(&w, "%s: %s", rc > 0 ? "skipped" : "error", r->err);
-    if (rc < 0) g_errors++;
+  run_close(r);
+  if (!r->abandon) free(r);
+}
+
+static void scaling_baseline(run_t *r, int mi, int N, int ninit) {
+  row_t w;
+  row_init(&w, "scaling", METHODS[mi].name, "empty", N);
+  if (r == NULL || r->abandon) {
+    row_note(&w, "skipped: the baseline is not open");
   } else {
     row_extra(&w, "pending=%d;held_streams=%d;contexts=%d", ninit,
               g_nxctx * NPEND, g_nxctx);
@@ -1216,14 +1231,13 @@ static void scaling_baseline(int mi, int N, int ninit) {
       row_note(&w, "invalid: %d held futures completed during the "
                "measurement", g_pf.done);
   }
-  run_close(r);
-  if (!r->abandon) free(r);
   row_emit(&w);
   scaling_row_print(&w);
 }
 
 static void scaling_uvcuda(const int *Ns, int nN) {
   const method_t *m = &METHODS[M_AUTO];
+  run_t *braw, *bpoll;
   uvcuda_future_t *pf = NULL;
   int nmax = Ns[nN - 1], ninit = 0, j, rc, warmup, n, ok;
   uint64_t t_arm;
@@ -1232,6 +1246,8 @@ static void scaling_uvcuda(const int *Ns, int nN) {
   row_t w;
 
   n = scaling_samples(&warmup);
+  braw = scaling_base_open(M_RAW);
+  bpoll = scaling_base_open(M_POLL);
   r = run_new(m, g_timed, &WL[W_EMPTY], -1);
   if (r == NULL) return;
   rc = run_open(r);
@@ -1256,6 +1272,8 @@ static void scaling_uvcuda(const int *Ns, int nN) {
     run_close(r);
     if (!r->abandon) free(r);
     free(pf);
+    scaling_base_close(braw);
+    scaling_base_close(bpoll);
     return;
   }
   atomic_store(&g_hold_watch, 1);
@@ -1324,8 +1342,8 @@ static void scaling_uvcuda(const int *Ns, int nN) {
       j++;
       break;
     }
-    scaling_baseline(M_RAW, Ns[j], ninit);
-    scaling_baseline(M_POLL, Ns[j], ninit);
+    scaling_baseline(braw, M_RAW, Ns[j], ninit);
+    scaling_baseline(bpoll, M_POLL, Ns[j], ninit);
   }
   for (; j < nN; j++) { /* the N not reached */
     row_init(&w, "scaling", m->name, "empty", Ns[j]);
@@ -1336,6 +1354,8 @@ static void scaling_uvcuda(const int *Ns, int nN) {
   /* Release, drain, close. */
   atomic_store(&g_hold_watch, 0);
   hold_open();
+  scaling_base_close(braw);
+  scaling_base_close(bpoll);
   if (r->abandon) {
     run_close(r); /* leaks r and the futures: a wait timed out */
     return;

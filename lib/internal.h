@@ -35,7 +35,16 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out);
 /* ---- timelines ---- */
 enum uvcuda__tl_mode { UVCUDA__TL_MEM64, UVCUDA__TL_MEM32, UVCUDA__TL_HOSTFN };
 
-struct uvcuda__slot_page;
+/* A page of pinned counters (one cache line each), per loop. */
+struct uvcuda__slot_page {
+  struct uvcuda__slot_page *next;  /* all pages */
+  struct uvcuda__slot_page *fnext; /* pages with a free slot */
+  int in_free;
+  void *host;
+  CUdeviceptr dptr;
+  CUcontext cuctx; /* current when allocated; made current to free */
+  uint64_t used;
+};
 
 struct uvcuda__timeline {
   CUstream stream;
@@ -192,6 +201,7 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
 void uvcuda__tl_spin_poll(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
 void uvcuda__tl_maybe_free(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
 void uvcuda__tl_free_all(struct uvcuda__loop *l);
+void uvcuda__pages_free(struct uvcuda__slot_page *pages);
 void uvcuda__tl_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl);
 /* Whether the reactor should watch tl, and for which sequence number. */
 int uvcuda__tl_watch(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
@@ -217,6 +227,9 @@ void uvcuda__reactor_sync_touched(struct uvcuda__loop *l);
  * touched list. */
 void uvcuda__reactor_take_fired(struct uvcuda__loop *l);
 int uvcuda__reactor_running(void); /* tests: the thread exists */
+/* Frees a closed loop's pages on the reactor thread (cuMemFreeHost can
+ * block for as long as the device is busy); inline where none runs. */
+void uvcuda__reactor_free_pages(struct uvcuda__slot_page *pages);
 
 /* Context switching around our own driver calls. */
 static inline CUcontext uvcuda__ctx_enter(CUcontext want) {

@@ -38,6 +38,7 @@ static uint64_t narmed_mem, narmed_probe; /* armed timelines by kind */
 /* Loop threads waiting for mu: the reactor, which retakes mu after each
  * pass, lets them in first instead of winning every race for it. */
 static atomic_int want;
+static struct uvcuda__slot_page *reap; /* closed loops' pages, to free */
 
 #define PROBE_MAX 64 /* (loop, context) pairs probed per round */
 
@@ -233,6 +234,14 @@ static void reactor_main(void *arg) {
   last_progress = uv_hrtime();
   next_probe = last_progress;
   while (!stopping) {
+    if (reap != NULL) { /* cuMemFreeHost may block: outside the lock */
+      struct uvcuda__slot_page *p = reap;
+      reap = NULL;
+      uv_mutex_unlock(&mu);
+      uvcuda__pages_free(p);
+      uv_mutex_lock(&mu);
+      continue;
+    }
     if (narmed_mem == 0 && narmed_probe == 0) {
       parked = 1;
       pthread_cond_wait(&cond, &mu);
@@ -271,6 +280,13 @@ static void reactor_main(void *arg) {
       if (sleep_ns > probe_ns) sleep_ns = probe_ns;
       cond_timedwait(sleep_ns); /* an arm cuts it short */
     }
+  }
+  if (reap != NULL) { /* the last detach joins: it waits for this */
+    struct uvcuda__slot_page *p = reap;
+    reap = NULL;
+    uv_mutex_unlock(&mu);
+    uvcuda__pages_free(p);
+    return;
   }
   uv_mutex_unlock(&mu);
 }
@@ -415,6 +431,22 @@ void uvcuda__reactor_take_fired(struct uvcuda__loop *l) {
     uvcuda__tl_touch(l, tl, 1); /* harvest it, then re-arm what is left */
   }
   uv_mutex_unlock(&mu);
+}
+
+void uvcuda__reactor_free_pages(struct uvcuda__slot_page *pages) {
+  struct uvcuda__slot_page *last;
+  if (pages == NULL) return;
+  pthread_once(&once, init_once);
+  lock_loopside();
+  if (running && !stopping) {
+    for (last = pages; last->next; last = last->next) {}
+    last->next = reap;
+    reap = pages;
+    if (parked) pthread_cond_signal(&cond);
+    pages = NULL;
+  }
+  uv_mutex_unlock(&mu);
+  uvcuda__pages_free(pages); /* no reactor: here (may wait for the GPU) */
 }
 
 int uvcuda__reactor_running(void) {

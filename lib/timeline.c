@@ -13,15 +13,6 @@
 #define SLOTS_PER_PAGE 64
 #define SLOT_STRIDE 64 /* one cache line per counter */
 
-struct uvcuda__slot_page {
-  struct uvcuda__slot_page *next;  /* all pages */
-  struct uvcuda__slot_page *fnext; /* pages with a free slot */
-  int in_free;
-  void *host;
-  CUdeviceptr dptr;
-  CUcontext cuctx; /* current when allocated; made current to free */
-  uint64_t used;
-};
 
 /* ---- hash of (stream, context) -> timeline ---- */
 
@@ -544,8 +535,22 @@ int uvcuda__probe_faults(struct uvcuda__loop *l) {
   return n;
 }
 
+/* cuMemFreeHost waits for the whole device to go idle (an implicit
+ * synchronisation; on the H200 it blocked for as long as any stream of any
+ * context waited), so a closing loop hands its pages to the reactor thread
+ * and this runs on the caller's thread only where no reactor runs. */
+void uvcuda__pages_free(struct uvcuda__slot_page *pg) {
+  struct uvcuda__slot_page *next;
+  for (; pg; pg = next) {
+    CUcontext prev = uvcuda__ctx_enter(pg->cuctx);
+    next = pg->next;
+    uvcuda__drv.cuMemFreeHost(pg->host);
+    uvcuda__ctx_leave(prev, pg->cuctx);
+    free(pg);
+  }
+}
+
 void uvcuda__tl_free_all(struct uvcuda__loop *l) {
-  struct uvcuda__slot_page *pg, *next;
   uint64_t i;
 
   l->touched = NULL; /* every timeline goes below */
@@ -556,13 +561,7 @@ void uvcuda__tl_free_all(struct uvcuda__loop *l) {
   free(l->buckets);
   l->buckets = NULL;
   l->nbuckets = 0;
-  for (pg = l->pages; pg; pg = next) {
-    CUcontext prev = uvcuda__ctx_enter(pg->cuctx);
-    next = pg->next;
-    uvcuda__drv.cuMemFreeHost(pg->host);
-    uvcuda__ctx_leave(prev, pg->cuctx);
-    free(pg);
-  }
+  uvcuda__reactor_free_pages(l->pages);
   l->pages = l->free_pages = NULL;
   free(l->scratch);
   l->scratch = NULL;

@@ -4,7 +4,9 @@
  * devices, sticky faults) run in child processes. */
 #include "tu.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -448,6 +450,56 @@ static void stuck_probe_never_blocks_the_loop(void **state) {
   fini_loop(&uv, &ul);
 }
 
+/* ---- closing a loop never waits for the device ---- */
+
+static void *hold_free_host(void *arg) {
+  (void)arg;
+  simcuda_hold_calls("cuMemFreeHost", 1); /* every other thread waits */
+  return NULL;
+}
+
+static int closed_flag;
+static void on_loop_closed(uvcuda_loop_t *ul) {
+  (void)ul;
+  closed_flag = 1;
+}
+
+/* cuMemFreeHost waits for the whole device to go idle on a real GPU. Loop
+ * B closes while cuMemFreeHost would block: its close must finish anyway
+ * (the reactor, kept by loop A, frees B's pinned counters). */
+static void loop_close_never_waits_for_the_device(void **state) {
+  uv_loop_t ua, ub;
+  uvcuda_loop_t la, lb;
+  CUstream s = tu_stream();
+  pthread_t t;
+  uint64_t end, frees0;
+  (void)state;
+
+  init_loop(&ua, &la, UVCUDA_COMPLETION_AUTO);
+  init_loop(&ub, &lb, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(await_one(&ub, &lb, s), 0); /* B has a page of counters */
+  frees0 = simcuda_call_count("cuMemFreeHost");
+  assert_int_equal(pthread_create(&t, NULL, hold_free_host, NULL), 0);
+  pthread_join(t, NULL);
+  closed_flag = 0;
+  TU_OK(uvcuda_loop_close(&lb, on_loop_closed));
+  tu_run_until(&ub, &closed_flag, 5000);
+  assert_int_equal(closed_flag, 1);
+  assert_int_equal(uv_loop_close(&ub), 0);
+  end = tu_now_ns() + 5000000000ull;
+  while (simcuda_held_calls("cuMemFreeHost") == 0 && tu_now_ns() < end)
+    usleep(1000);
+  assert_int_equal(simcuda_held_calls("cuMemFreeHost"), 1); /* the reactor */
+  simcuda_hold_calls("cuMemFreeHost", 0);
+  end = tu_now_ns() + 5000000000ull;
+  while (simcuda_call_count("cuMemFreeHost") == frees0 && tu_now_ns() < end)
+    usleep(1000);
+  assert_int_equal(simcuda_call_count("cuMemFreeHost"), frees0 + 1);
+  assert_int_equal(await_one(&ua, &la, s), 0); /* A is unharmed */
+  fini_loop(&ua, &la);
+  tu_stream_destroy(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(no_memops_auto_falls_back),
@@ -459,6 +511,7 @@ int main(void) {
       cmocka_unit_test(default_stream),
       cmocka_unit_test(wakeup_cost_is_per_fired_timeline),
       cmocka_unit_test(stuck_probe_never_blocks_the_loop),
+      cmocka_unit_test(loop_close_never_waits_for_the_device),
   };
   const struct CMUnitTest child_tests[] = {
       cmocka_unit_test(host_task_modes_on_13_2),
