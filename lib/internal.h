@@ -12,6 +12,8 @@
 #define UVCUDA__HIDDEN __attribute__((visibility("hidden")))
 
 #define UVCUDA__FUTURE_MAGIC 0x75766366u /* "uvcf" */
+#define UVCUDA__PROBE_PER_LOOP 4 /* CUDA contexts of a loop probed at once */
+#define UVCUDA__PROBE_NONE ((void *)~(uintptr_t)0) /* no stream has it */
 
 /* future flags_ */
 #define UVCUDA__F_CLOSING 0x1u  /* close requested */
@@ -162,8 +164,10 @@ struct uvcuda__loop {
   atomic_int rang;                        /* reactor rang the async */
   atomic_int fault_suspect;               /* reactor saw a stream error */
   /* Streams of this loop the reactor is querying outside its lock: no
-   * callback runs meanwhile (one could destroy such a stream). */
+   * callback of a future on one of them runs meanwhile (it could destroy
+   * the stream). Written under the reactor lock, cleared after the query. */
   atomic_int probe_refs;
+  _Atomic(void *) probing[UVCUDA__PROBE_PER_LOOP];
 
   uvcuda_stats_t stats;
   uint64_t harvests; /* uvcuda__tl_harvest calls: tests check a wakeup's work */

@@ -69,20 +69,50 @@ void uvcuda__close_queue_push(struct uvcuda__loop *l, uvcuda_future_t *f) {
   l->cq_tail = f;
 }
 
+/* Whether the reactor is querying f's stream outside its lock now. */
+static int probed(struct uvcuda__loop *l, const uvcuda_future_t *f) {
+  int k;
+  for (k = 0; k < UVCUDA__PROBE_PER_LOOP; k++)
+    if (atomic_load_explicit(&l->probing[k], memory_order_acquire) == f->stream)
+      return 1;
+  return 0;
+}
+
+/* Takes the queue (head, tail): returns the futures to run now, keeps in
+ * it (at its front) those whose stream the reactor is querying. */
+static uvcuda_future_t *take_queue(struct uvcuda__loop *l, uvcuda_future_t **head,
+                                   uvcuda_future_t **tail, int probing) {
+  uvcuda_future_t *q = *head, *run = NULL, *run_last = NULL, *keep = NULL,
+                  *keep_last = NULL, *f;
+  *head = *tail = NULL;
+  if (!probing) return q;
+  while ((f = q) != NULL) {
+    q = f->q_next_;
+    f->q_next_ = NULL;
+    if (probed(l, f)) {
+      if (keep_last) keep_last->q_next_ = f; else keep = f;
+      keep_last = f;
+    } else {
+      if (run_last) run_last->q_next_ = f; else run = f;
+      run_last = f;
+    }
+  }
+  *head = keep;
+  *tail = keep_last;
+  return run;
+}
+
 /* Runs the callbacks queued before this pass; what they queue waits for
  * the next pass, so a callback that restarts a failing future can't spin
- * the loop here. */
+ * the loop here. A future whose stream the reactor is querying right now
+ * (~1 us, once per probe interval) waits for the next pass too: its
+ * callback may destroy that stream. */
 void uvcuda__deliver(struct uvcuda__loop *l) {
   uvcuda_future_t *q, *f;
-  int status;
+  int status, probing;
 
-  /* The reactor is querying one of our streams outside its lock, and a
-   * callback may destroy its stream: deliver on the next pass instead (the
-   * idle handle runs while anything is queued). Rare: ~1 µs per probe. */
-  if (atomic_load_explicit(&l->probe_refs, memory_order_acquire) > 0) return;
-
-  q = l->dq_head;
-  l->dq_head = l->dq_tail = NULL;
+  probing = atomic_load_explicit(&l->probe_refs, memory_order_acquire) > 0;
+  q = take_queue(l, &l->dq_head, &l->dq_tail, probing);
   while ((f = q) != NULL) {
     q = f->q_next_;
     f->q_next_ = NULL;
@@ -102,8 +132,7 @@ void uvcuda__deliver(struct uvcuda__loop *l) {
     }
   }
 
-  q = l->cq_head;
-  l->cq_head = l->cq_tail = NULL;
+  q = take_queue(l, &l->cq_head, &l->cq_tail, probing);
   while ((f = q) != NULL) {
     q = f->q_next_;
     f->q_next_ = NULL;
@@ -261,6 +290,8 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
   atomic_init(&l->rang, 0);
   atomic_init(&l->fault_suspect, 0);
   atomic_init(&l->probe_refs, 0);
+  for (err = 0; err < UVCUDA__PROBE_PER_LOOP; err++)
+    atomic_init(&l->probing[err], UVCUDA__PROBE_NONE);
   l->port = uvcuda__port_new(&l->async);
   if (l->port == NULL) {
     free(l);

@@ -159,20 +159,26 @@ static void probe(void) {
     CUstream s;
     CUcontext c;
     CUresult r;
+    int slot;
   } t[PROBE_MAX];
   struct uvcuda__loop *l;
   struct uvcuda__timeline *tl;
   CUcontext prev = NULL;
-  int n = 0, i, k;
+  int n = 0, i, k, used;
 
   for (l = loops; l && n < PROBE_MAX; l = l->rnext) {
+    used = 0;
     for (tl = l->rarmed; tl && n < PROBE_MAX; tl = tl->rnext) {
       for (k = n - 1; k >= 0 && t[k].l == l; k--)
         if (t[k].c == tl->cuctx) break;
       if (k >= 0 && t[k].l == l) continue; /* context already taken */
+      if (used == UVCUDA__PROBE_PER_LOOP) break; /* the rest next round */
       t[n].l = l;
       t[n].s = tl->stream;
       t[n].c = tl->cuctx;
+      t[n].slot = used++;
+      atomic_store_explicit(&l->probing[t[n].slot], (void *)tl->stream,
+                            memory_order_relaxed);
       atomic_fetch_add_explicit(&l->probe_refs, 1, memory_order_relaxed);
       n++;
     }
@@ -193,6 +199,8 @@ static void probe(void) {
       atomic_store_explicit(&l->fault_suspect, 1, memory_order_relaxed);
       ring(l);
     }
+    atomic_store_explicit(&l->probing[t[i].slot], UVCUDA__PROBE_NONE,
+                          memory_order_relaxed);
     /* After this the reactor does not touch l again. */
     atomic_fetch_sub_explicit(&l->probe_refs, 1, memory_order_release);
   }

@@ -372,16 +372,17 @@ static void on_tick(uv_timer_t *t) {
   tick_count++;
 }
 
-/* The reactor's probe (cuStreamQuery) blocks inside the driver. The loop
- * thread must still arm futures, run its other handles and spin; a future
- * that completes meanwhile is delivered only after the probe returns
- * (its callback could destroy the stream being queried). */
+/* The reactor's probe (cuStreamQuery of stream a) blocks inside the
+ * driver. The loop thread must still arm futures, run its other handles
+ * and spin; a future on stream a that completes meanwhile is delivered only
+ * after the probe returns (its callback could destroy a), one on another
+ * stream at once. */
 static void stuck_probe_never_blocks_the_loop(void **state) {
   uv_loop_t uv;
   uvcuda_loop_t ul;
   uvcuda_options_t o;
-  uvcuda_future_t fa, fb, fc;
-  rec_t ra = {0, 0}, rb = {0, 0}, rc = {0, 0};
+  uvcuda_future_t fa, fa2, fb, fc;
+  rec_t ra = {0, 0}, ra2 = {0, 0}, rb = {0, 0}, rc = {0, 0};
   CUstream a = tu_stream(), b = tu_stream(), c = tu_stream();
   uv_timer_t tick;
   uint64_t end;
@@ -410,36 +411,40 @@ static void stuck_probe_never_blocks_the_loop(void **state) {
   TU_OK(uvcuda_future_init(&ul, &fb));
   fb.data = &rb;
   TU_OK(uvcuda_future_start(&fb, b, NULL, on_rec));
-  /* A future that completes in the spin, while the probe is stuck. */
-  uvcuda_loop_t *ulp = &ul;
-  ulp->internal_->opts.spin_budget_ns = 1000000000ull;
+  /* Futures that complete in the spin while the probe is stuck: fa2 on
+   * the probed stream (and fa ahead of it), fc on another one. */
+  tu_gate_open(&g);
+  ul.internal_->opts.spin_budget_ns = 1000000000ull;
+  TU_OK(uvcuda_future_init(&ul, &fa2));
+  fa2.data = &ra2;
+  TU_OK(uvcuda_future_start(&fa2, a, NULL, on_rec));
   TU_OK(uvcuda_future_init(&ul, &fc));
   fc.data = &rc;
   TU_OK(uvcuda_future_start(&fc, c, NULL, on_rec));
-  ulp->internal_->opts.spin_budget_ns = 0;
+  ul.internal_->opts.spin_budget_ns = 0;
   uv_timer_init(&uv, &tick);
   uv_timer_start(&tick, on_tick, 1, 1);
   tick_count = 0;
   end = tu_now_ns() + 100000000ull; /* 100 ms of loop */
   while (tu_now_ns() < end) uv_run(&uv, UV_RUN_NOWAIT);
   assert_true(tick_count >= 10); /* the loop ran its timer all along */
-  assert_int_equal(rc.calls, 0); /* done on the GPU, held back */
-  assert_int_equal(uvcuda_future_state(&fc), UVCUDA_FUTURE_COMPLETE);
+  assert_int_equal(rc.calls, 1);  /* another stream: delivered */
+  assert_int_equal(ra.calls + ra2.calls, 0); /* done, held back */
+  assert_int_equal(uvcuda_future_state(&fa2), UVCUDA_FUTURE_COMPLETE);
+  assert_int_equal(uvcuda_future_state(&fa), UVCUDA_FUTURE_COMPLETE);
+  assert_int_equal(rb.calls, 0); /* armed: the reactor is stuck */
 
   simcuda_hold_calls("cuStreamQuery", 0);
-  tu_run_until(&uv, &rc.calls, 5000);
-  assert_int_equal(rc.calls, 1);
-  assert_int_equal(rc.status, 0);
   end = tu_now_ns() + 5000000000ull;
-  while (rb.calls == 0 && tu_now_ns() < end) uv_run(&uv, UV_RUN_ONCE);
-  assert_int_equal(rb.calls, 1);
-  assert_int_equal(rb.status, 0);
-  assert_int_equal(ra.calls, 0);
-  tu_gate_open(&g);
-  tu_run_until(&uv, &ra.calls, 5000);
+  while ((ra2.calls == 0 || rb.calls == 0) && tu_now_ns() < end)
+    uv_run(&uv, UV_RUN_ONCE);
   assert_int_equal(ra.calls, 1);
+  assert_int_equal(ra2.calls, 1);
+  assert_int_equal(rb.calls, 1);
+  assert_int_equal(ra.status | ra2.status | rb.status | rc.status, 0);
   uv_close((uv_handle_t *)&tick, NULL);
   TU_OK(uvcuda_future_close(&fa, NULL));
+  TU_OK(uvcuda_future_close(&fa2, NULL));
   TU_OK(uvcuda_future_close(&fb, NULL));
   TU_OK(uvcuda_future_close(&fc, NULL));
   tu_run(&uv, 5000);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# A/B of the TCP server's main row (mix 4 KiB, a future per step, 1024 in
+# flight, 3 s) across library builds and strategies, interleaved over
+# ROUNDS rounds, on the GPU host. Each VARIANT is TAG:LIBDIR:COMPLETION
+# (LIBDIR holds libuvcuda.so.0; COMPLETION sets UVCUDA_COMPLETION).
+#   bench/ab-server.sh BUILD_DIR OUT_DIR ROUNDS VARIANT...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${1:?build dir}; OUT=${2:?out dir}; ROUNDS=${3:?rounds}; shift 3
+S="$B/examples/server"
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+for v in "$@"; do
+  IFS=: read -r tag lib comp <<< "$v"
+  got=$(LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" ldd "$S/uvcuda-server" | grep -o '=> [^ ]*libuvcuda[^ ]*')
+  echo "$tag: $got" | tee -a "$OUT/ab-server.txt"
+  case "$got" in *"$lib/libuvcuda"*) ;; *) echo "ab-server.sh: $tag does not load $lib"; exit 1 ;; esac
+done
+for r in $(seq 1 "$ROUNDS"); do
+  for v in "$@"; do
+    IFS=: read -r tag lib comp <<< "$v"
+    rm -f "$TMP/port"
+    LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" UVCUDA_COMPLETION=$comp UV_THREADPOOL_SIZE=4 \
+      "$S/uvcuda-server" --port 0 ${REQUIRE---require-gpu} --streams 16 --slots 2048 --slot-bytes 16384 \
+      --large-slots 4 --max-request 1048576 --max-conns 512 --pipeline 64 --max-sleep-us 100000 \
+      --port-file "$TMP/port" > "$TMP/s.out" 2> "$TMP/s.err" &
+    spid=$!
+    for _ in $(seq 80); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+    res=$(timeout 20 "$S/uvcuda-load" --port "$(cat "$TMP/port" 2>/dev/null || echo 1)" \
+      --threads 4 --conns 64 --depth 16 --requests 1000000 --duration-s 3 --idle-pings 300 \
+      --ping-interval-us 1000 --timeout-s 11 --label "$tag" --op mix --size 4096 --quiet 2>&1 | grep '^RESULT')
+    kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
+    busy=$(grep -o 'busy under load [0-9.]*%' "$TMP/s.err")
+    echo "round $r $tag ($comp, $lib): ${res:-no result} [$busy]" | tee -a "$OUT/ab-server.txt"
+  done
+done
+rm -rf "$TMP"
