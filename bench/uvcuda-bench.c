@@ -83,6 +83,7 @@ static const struct {
 
 static int opt_quick;
 static int opt_samples = 1000, opt_warmup = 100;
+static int opt_probe_us = -1; /* uvcuda loops' probe_interval_us */
 static const char *opt_csv;
 static unsigned opt_sections;
 
@@ -697,6 +698,7 @@ static int run_open(run_t *r) {
       uvcuda_options_init(&o);
       o.completion = r->m->completion;
       o.spin_budget_us = r->spin_budget_us;
+      o.probe_interval_us = opt_probe_us;
       err = uvcuda_loop_init(r->loop, &r->ul, &o);
       if (err) {
         snprintf(r->err, sizeof(r->err), "uvcuda_loop_init: %s (%s)",
@@ -1235,6 +1237,31 @@ static void scaling_baseline(run_t *r, int mi, int N, int ninit) {
   scaling_row_print(&w);
 }
 
+/* What the reactor's fault probe pays in this state: cuCtxSetCurrent +
+ * cuStreamQuery of a held stream of each context (the probe's calls), and
+ * of the idle timed stream; median and max of 200, us. */
+static void probe_cost(int ninit) {
+  double t[200], med, mx;
+  int k, i;
+  for (k = -1; k < g_nxctx; k++) {
+    CUstream s = k < 0 ? g_timed : g_xpend[k][0];
+    CUcontext c = k < 0 ? g_ctx : g_xctx[k];
+    for (i = 0; i < 200; i++) {
+      uint64_t t0 = uv_hrtime();
+      cu.cuCtxSetCurrent(c);
+      cu.cuStreamQuery(s);
+      t[i] = (double)(uv_hrtime() - t0) / 1e3;
+      cu.cuCtxSetCurrent(g_ctx);
+    }
+    qsort(t, 200, sizeof(t[0]), cmp_double);
+    med = t[100];
+    mx = t[199];
+    printf("  probe cost (%d pending): %s: cuCtxSetCurrent+cuStreamQuery "
+           "p50 %.2f us, max %.2f us\n", ninit,
+           k < 0 ? "timed stream" : "held stream", med, mx);
+  }
+}
+
 static void scaling_uvcuda(const int *Ns, int nN) {
   const method_t *m = &METHODS[M_AUTO];
   run_t *braw, *bpoll;
@@ -1351,6 +1378,7 @@ static void scaling_uvcuda(const int *Ns, int nN) {
     row_emit(&w);
     scaling_row_print(&w);
   }
+  probe_cost(ninit);
   /* Release, drain, close. */
   atomic_store(&g_hold_watch, 0);
   hold_open();
@@ -2019,7 +2047,9 @@ static void usage(FILE *to) {
           "  --section NAME latency, spin, scaling, throughput, idle "
           "(repeatable; default all)\n"
           "  --samples N    timed samples per measurement (default 1000, after "
-          "N/10 up to 100 warm-up)\n");
+          "N/10 up to 100 warm-up)\n"
+          "  --probe-us N   uvcuda loops' fault probe interval (50..2000; "
+          "default: the library's)\n");
 }
 
 static int parse_args(int argc, char **argv) {
@@ -2047,6 +2077,14 @@ static int parse_args(int argc, char **argv) {
         return -1;
       }
       samples = (int)v;
+    } else if (strcmp(a, "--probe-us") == 0 && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 50 || v > 2000) {
+        fprintf(stderr, "uvcuda-bench: bad --probe-us %s\n", argv[i]);
+        return -1;
+      }
+      opt_probe_us = (int)v;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       exit(0);
