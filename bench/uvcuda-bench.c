@@ -2052,6 +2052,18 @@ static void usage(FILE *to) {
           "default: the library's)\n");
 }
 
+/* The integer value of option `name`, lo..hi. */
+static int int_arg(const char *name, const char *s, long lo, long hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s == 0 || *end || v < lo || v > hi) {
+    fprintf(stderr, "uvcuda-bench: bad %s %s\n", name, s);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
 static int parse_args(int argc, char **argv) {
   int i, j, samples = -1;
   for (i = 1; i < argc; i++) {
@@ -2070,21 +2082,9 @@ static int parse_args(int argc, char **argv) {
       }
       opt_sections |= SECTIONS[j].bit;
     } else if (strcmp(a, "--samples") == 0 && i + 1 < argc) {
-      char *end;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 1 || v > 1000000) {
-        fprintf(stderr, "uvcuda-bench: bad --samples %s\n", argv[i]);
-        return -1;
-      }
-      samples = (int)v;
+      if (int_arg(a, argv[++i], 1, 1000000, &samples) != 0) return -1;
     } else if (strcmp(a, "--probe-us") == 0 && i + 1 < argc) {
-      char *end;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 50 || v > 2000) {
-        fprintf(stderr, "uvcuda-bench: bad --probe-us %s\n", argv[i]);
-        return -1;
-      }
-      opt_probe_us = (int)v;
+      if (int_arg(a, argv[++i], 50, 2000, &opt_probe_us) != 0) return -1;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       exit(0);

@@ -230,6 +230,17 @@ static void step_aside(void) {
     cpu_relax();
 }
 
+/* Frees the pages of closed loops. Caller holds mu; cuMemFreeHost may
+ * block for as long as the device is busy, so it runs without it. */
+static void free_reaped(void) {
+  struct uvcuda__slot_page *p = reap;
+  if (p == NULL) return;
+  reap = NULL;
+  uv_mutex_unlock(&mu);
+  uvcuda__pages_free(p);
+  uv_mutex_lock(&mu);
+}
+
 static void reactor_main(void *arg) {
   uint64_t last_progress, next_probe, now, spin, yield, sleep_max, probe_ns;
   uint64_t sleep_ns = 0;
@@ -242,12 +253,8 @@ static void reactor_main(void *arg) {
   last_progress = uv_hrtime();
   next_probe = last_progress;
   while (!stopping) {
-    if (reap != NULL) { /* cuMemFreeHost may block: outside the lock */
-      struct uvcuda__slot_page *p = reap;
-      reap = NULL;
-      uv_mutex_unlock(&mu);
-      uvcuda__pages_free(p);
-      uv_mutex_lock(&mu);
+    if (reap != NULL) {
+      free_reaped();
       continue;
     }
     if (narmed_mem == 0 && narmed_probe == 0) {
@@ -289,13 +296,7 @@ static void reactor_main(void *arg) {
       cond_timedwait(sleep_ns); /* an arm cuts it short */
     }
   }
-  if (reap != NULL) { /* the last detach joins: it waits for this */
-    struct uvcuda__slot_page *p = reap;
-    reap = NULL;
-    uv_mutex_unlock(&mu);
-    uvcuda__pages_free(p);
-    return;
-  }
+  free_reaped(); /* the last detach joins: it waits for this */
   uv_mutex_unlock(&mu);
 }
 
