@@ -1217,22 +1217,32 @@ static void scaling_base_close(run_t *r) {
   if (!r->abandon) free(r);
 }
 
+/* measure() while ninit futures are held; 0 only if the hold held. */
+static int measure_held(run_t *r, int ninit, row_t *w) {
+  int rc;
+  row_extra(w, "pending=%d;held_streams=%d;contexts=%d", ninit,
+            g_nxctx * NPEND, g_nxctx);
+  rc = measure(r, opt_warmup, opt_samples, w);
+  if (atomic_load(&g_blocked)) {
+    row_note(w, "invalid: the watchdog opened the hold during the "
+             "measurement");
+    return -1;
+  }
+  if (g_pf.done > 0) {
+    row_note(w, "invalid: %d held futures completed during the "
+             "measurement", g_pf.done);
+    return -1;
+  }
+  return rc;
+}
+
 static void scaling_baseline(run_t *r, int mi, int N, int ninit) {
   row_t w;
   row_init(&w, "scaling", METHODS[mi].name, "empty", N);
-  if (r == NULL || r->abandon) {
+  if (r == NULL || r->abandon)
     row_note(&w, "skipped: the baseline is not open");
-  } else {
-    row_extra(&w, "pending=%d;held_streams=%d;contexts=%d", ninit,
-              g_nxctx * NPEND, g_nxctx);
-    measure(r, opt_warmup, opt_samples, &w);
-    if (atomic_load(&g_blocked))
-      row_note(&w, "invalid: the watchdog opened the hold during the "
-               "measurement");
-    else if (g_pf.done > 0)
-      row_note(&w, "invalid: %d held futures completed during the "
-               "measurement", g_pf.done);
-  }
+  else
+    measure_held(r, ninit, &w);
   row_emit(&w);
   scaling_row_print(&w);
 }
@@ -1266,17 +1276,20 @@ static void scaling_uvcuda(const int *Ns, int nN) {
   const method_t *m = &METHODS[M_AUTO];
   run_t *braw, *bpoll;
   uvcuda_future_t *pf = NULL;
-  int nmax = Ns[nN - 1], ninit = 0, j, rc, warmup, n, ok;
+  int nmax = Ns[nN - 1], ninit = 0, j, rc, ok;
   uint64_t t_arm;
   char err[200] = "";
   run_t *r;
   row_t w;
 
-  n = scaling_samples(&warmup);
   braw = scaling_base_open(M_RAW);
   bpoll = scaling_base_open(M_POLL);
   r = run_new(m, g_timed, &WL[W_EMPTY], -1);
-  if (r == NULL) return;
+  if (r == NULL) {
+    scaling_base_close(braw);
+    scaling_base_close(bpoll);
+    return;
+  }
   rc = run_open(r);
   pf = calloc((size_t)nmax, sizeof(*pf));
   if (rc == 0 && pf != NULL) {
@@ -1350,17 +1363,7 @@ static void scaling_uvcuda(const int *Ns, int nN) {
                  g_pf.done);
         g_errors++;
       } else {
-        row_extra(&w, "pending=%d;held_streams=%d;contexts=%d", ninit,
-                  g_nxctx * NPEND, g_nxctx);
-        rc = measure(r, warmup, n, &w);
-        if (atomic_load(&g_blocked))
-          row_note(&w, "invalid: the watchdog opened the hold during the "
-                   "measurement");
-        else if (g_pf.done > 0)
-          row_note(&w, "invalid: %d held futures completed during the "
-                   "measurement", g_pf.done);
-        else
-          ok = rc == 0;
+        ok = measure_held(r, ninit, &w) == 0;
       }
     }
     row_emit(&w);

@@ -121,6 +121,12 @@ static void unlink_fired(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
   tl->r_fired = 0;
 }
 
+/* Off both of the loop's watch lists. Caller holds mu. */
+static void unwatch(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
+  if (tl->r_armed) unlink_armed(l, tl);
+  if (tl->r_fired) unlink_fired(l, tl);
+}
+
 static void ring(struct uvcuda__loop *l) {
   atomic_store_explicit(&l->rang, 1, memory_order_relaxed);
   uv_async_send(&l->async); /* under mu: the loop detaches under mu first */
@@ -389,8 +395,7 @@ void uvcuda__reactor_disarm(struct uvcuda__loop *l, struct uvcuda__timeline *tl)
   tl->r_shadow = 0;
   if (!l->reactor_attached) return;
   lock_loopside();
-  if (tl->r_armed) unlink_armed(l, tl);
-  if (tl->r_fired) unlink_fired(l, tl);
+  unwatch(l, tl);
   uv_mutex_unlock(&mu);
 }
 
@@ -400,8 +405,7 @@ static void sync_one(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
   if (uvcuda__tl_watch(l, tl, &thr)) {
     arm_locked(l, tl, thr);
   } else if (tl->r_shadow) {
-    if (tl->r_armed) unlink_armed(l, tl);
-    if (tl->r_fired) unlink_fired(l, tl);
+    unwatch(l, tl);
     tl->r_shadow = 0;
   }
 }

@@ -13,7 +13,6 @@
 #define SLOTS_PER_PAGE 64
 #define SLOT_STRIDE 64 /* one cache line per counter */
 
-
 /* ---- hash of (stream, context) -> timeline ---- */
 
 static uint64_t hash_key(CUstream s, CUcontext c) {
