@@ -5,9 +5,10 @@
  * armed timelines for sticky errors, since after a fault no counter write
  * and no host function ever arrives.
  *
- * Back-off while armed: busy-poll for spin_ns after the last progress, then
- * sched_yield between passes until yield_ns, then sleep between passes,
- * doubling up to sleep_max_ns. With only host-function timelines armed it
+ * Back-off while armed: busy-poll for spin_ns after the last progress or
+ * arm, then sched_yield between passes until yield_ns, then sleep between
+ * passes, doubling up to sleep_max_ns; an arm wakes a sleeping reactor and
+ * restarts the back-off. With only host-function timelines armed it
  * just probes, every probe interval. With nothing armed it parks on a
  * condition variable and is woken only when a timeline is armed. Started by
  * the first loop that needs it, joined when the last one detaches.
@@ -32,6 +33,10 @@ static pthread_mutex_t mu;
 static pthread_cond_t cond;
 static uv_thread_t thread;
 static int running, stopping, parked, joining;
+/* sleeping: in a timed wait of the back-off (not parked); kicked: a counter
+ * was armed since the last pass. An arm restarts the back-off: new work is
+ * as likely to finish soon as work right after progress. */
+static int sleeping, kicked;
 static unsigned users;
 static struct uvcuda__loop *loops;
 static uint64_t narmed_mem, narmed_probe; /* armed timelines by kind */
@@ -143,6 +148,7 @@ static int scan(void) {
     for (tl = l->rarmed; tl; tl = next) {
       next = tl->rnext;
       if (reached(tl)) {
+        tl->r_seen_ns = uv_hrtime();
         unlink_armed(l, tl); /* the loop re-arms what is still pending */
         link_fired(l, tl);
         hit = 1;
@@ -272,6 +278,11 @@ static void reactor_main(void *arg) {
       sleep_ns = 0;
       continue;
     }
+    if (kicked) {
+      kicked = 0;
+      last_progress = uv_hrtime();
+      sleep_ns = 0;
+    }
     if (scan()) {
       last_progress = uv_hrtime();
       sleep_ns = 0;
@@ -283,7 +294,11 @@ static void reactor_main(void *arg) {
       next_probe = now + probe_ns;
     }
     if (narmed_mem == 0) { /* only host functions: nothing to read */
-      if (narmed_probe != 0) cond_timedwait(probe_ns);
+      if (narmed_probe != 0) {
+        sleeping = 1;
+        cond_timedwait(probe_ns); /* a counter's arm cuts it short */
+        sleeping = 0;
+      }
       continue;
     }
     if (now - last_progress < spin) {
@@ -299,7 +314,9 @@ static void reactor_main(void *arg) {
       sleep_ns = sleep_ns ? sleep_ns * 2 : 10000;
       if (sleep_ns > sleep_max) sleep_ns = sleep_max;
       if (sleep_ns > probe_ns) sleep_ns = probe_ns;
+      sleeping = 1;
       cond_timedwait(sleep_ns); /* an arm cuts it short */
+      sleeping = 0;
     }
   }
   free_reaped(); /* the last detach joins: it waits for this */
@@ -377,10 +394,16 @@ static void arm_locked(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
   tl->rnext = l->rarmed;
   if (l->rarmed) l->rarmed->rprev = tl;
   l->rarmed = tl;
-  if (tl->mode == UVCUDA__TL_HOSTFN) narmed_probe++; else narmed_mem++;
-  /* Wake only a parked reactor: a running one sees the new entry on its
-   * next pass, and signalling it each time costs the loop. */
-  if (parked) pthread_cond_signal(&cond);
+  if (tl->mode == UVCUDA__TL_HOSTFN) {
+    narmed_probe++;
+    if (parked) pthread_cond_signal(&cond);
+    return; /* only probed: the probe interval paces it */
+  }
+  narmed_mem++;
+  kicked = 1;
+  /* Wake only a waiting reactor: a spinning one sees the new entry on its
+   * next pass, and signalling it each time costs the loop a syscall. */
+  if (parked || sleeping) pthread_cond_signal(&cond);
 }
 
 void uvcuda__reactor_arm(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
@@ -441,6 +464,7 @@ void uvcuda__reactor_take_fired(struct uvcuda__loop *l) {
   lock_loopside();
   while ((tl = l->rfired) != NULL) {
     unlink_fired(l, tl);
+    tl->seen_ns = tl->r_seen_ns;
     uvcuda__tl_touch(l, tl, 1); /* harvest it, then re-arm what is left */
   }
   uv_mutex_unlock(&mu);

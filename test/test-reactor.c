@@ -252,6 +252,107 @@ static void reactor_runs_while_loops_need_it(void **state) {
   assert_false(uvcuda__reactor_running());
 }
 
+/* ---- an arm wakes a reactor that sleeps in its back-off ---- */
+
+#define AW_N 21
+
+static int aw_done, aw_status;
+static uint64_t aw_t1;
+static tu_gate_t aw_gate;
+
+static void on_aw(uvcuda_future_t *f, int status) {
+  (void)f;
+  aw_done++;
+  aw_t1 = tu_now_ns();
+  if (status) aw_status = status;
+}
+
+static int op_gate(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  tu_gate_hold(&aw_gate, s);
+  return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* A future that never completes keeps the reactor from parking, so after
+ * its spin phase (50 ms here) without progress it sleeps in 2 ms steps
+ * (sleep max and probe interval). A future armed then must not wait for
+ * such a sleep to end: the arm wakes the reactor and restarts its back-off,
+ * so it spins again. The future's work is a gate opened 5 ms after the
+ * arm; from the open to the callback takes microseconds if the reactor
+ * spins (~0.1 ms on the simulation, whose waits poll every 20 us), and
+ * 0.4-0.8 ms there if it slept through the arm (0-2 ms on a GPU). */
+static void arm_wakes_a_sleeping_reactor(void **state) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t held, f;
+  uint64_t lat[AW_N];
+  tu_gate_t g;
+  CUstream hs, s;
+  double med;
+  int i;
+  (void)state;
+
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_REACTOR;
+  o.spin_budget_us = 0; /* armed at once: only the reactor can see it */
+  o.reactor_spin_us = 50000;
+  o.reactor_yield_us = 0;
+  o.reactor_sleep_max_us = 2000;
+  o.probe_interval_us = 2000;
+  assert_int_equal(uv_loop_init(&uv), 0);
+  TU_OK(uvcuda_loop_init(&uv, &ul, &o));
+  hs = tu_stream();
+  s = tu_stream();
+  tu_gate_init(&g);
+  tu_gate_init(&aw_gate);
+  tu_gate_hold(&g, hs);
+  TU_OK(uvcuda_future_init(&ul, &held));
+  TU_OK(uvcuda_future_init(&ul, &f));
+  aw_done = aw_status = 0;
+  TU_OK(uvcuda_future_start(&held, hs, NULL, on_aw));
+  for (i = 0; i < AW_N; i++) {
+    uint64_t t0, end;
+    uv_run(&uv, UV_RUN_NOWAIT);
+    usleep(60000); /* past the reactor's spin: it sleeps 2 ms at a time */
+    TU_OK(uvcuda_future_start(&f, s, op_gate, on_aw));
+    uv_run(&uv, UV_RUN_NOWAIT); /* spin budget 0: armed here */
+    assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_ARMED);
+    usleep(5000);
+    t0 = tu_now_ns();
+    tu_gate_open(&aw_gate);
+    end = t0 + 5000000000ull;
+    while (aw_done < i + 1) {
+      if (tu_now_ns() > end) fail_msg("future %d lost", i);
+      uv_run(&uv, UV_RUN_ONCE);
+    }
+    lat[i] = aw_t1 - t0;
+  }
+  assert_int_equal(aw_status, 0);
+  qsort(lat, AW_N, sizeof(lat[0]), cmp_u64);
+  med = (double)lat[AW_N / 2] / 1e3;
+  printf("gate open to callback: median %.1f us, min %.1f, max %.1f\n", med,
+         (double)lat[0] / 1e3, (double)lat[AW_N - 1] / 1e3);
+  if (med > 300.0 * (slow_factor() > 1 ? 10 : 1))
+    fail_msg("median %.1f us from the gate's open to the callback: the "
+             "reactor slept through the arms", med);
+  tu_gate_open(&g);
+  TU_OK(uvcuda_future_close(&held, NULL));
+  TU_OK(uvcuda_future_close(&f, NULL));
+  tu_run(&uv, 5000);
+  assert_int_equal(aw_done, AW_N + 1);
+  tu_stream_destroy(hs);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  tu_gate_free(&aw_gate);
+  loop_fini(&uv, &ul);
+}
+
 /* ---- host-task sync modes on a driver without them ---- */
 
 static void host_task_modes_need_13_2(void **state) {
@@ -395,6 +496,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(hundred_thousand_in_flight),
       cmocka_unit_test(ten_thousand_in_flight_hostfn),
       cmocka_unit_test(park_unpark_races),
+      cmocka_unit_test(arm_wakes_a_sleeping_reactor),
       cmocka_unit_test(loops_share_the_reactor),
   };
   const struct CMUnitTest fault_tests[] = {
