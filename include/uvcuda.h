@@ -131,6 +131,9 @@ UVCUDA_EXTERN int uvcuda_completion_parse(const char *name,
 
 /* Record a latency histogram of start -> callback in the stats. */
 #define UVCUDA_OPT_LATENCY_HISTOGRAM 0x1u
+/* Stamp each future's phases for uvcuda_future_timing (a few clock reads
+ * per future, ~20 ns each; off by default). */
+#define UVCUDA_OPT_TIMING 0x2u
 
 typedef struct uvcuda_options_s {
   uvcuda_completion_t completion;
@@ -243,12 +246,25 @@ struct uvcuda_future_s {
   uint64_t seq_;
   uint64_t start_ns_;
   uint64_t deadline_ns_;
+  uint64_t enqueued_ns_, armed_ns_, seen_ns_, callback_ns_; /* OPT_TIMING */
   void *event_;
   uvcuda_future_t *tl_next_, *tl_prev_;     /* timeline FIFO */
   uvcuda_future_t *spin_next_, *spin_prev_; /* loop's spin FIFO */
   uvcuda_future_t *q_next_;                 /* delivery / close queue */
   uint32_t magic_;
 };
+
+/* Where one future's latency went, on the uv_hrtime() clock (ns). A stamp
+ * is 0 where the phase did not happen (armed_ns: completed while spinning)
+ * or has not happened yet. */
+typedef struct uvcuda_timing_s {
+  uint64_t start_ns;    /* uvcuda_future_start was called */
+  uint64_t enqueued_ns; /* the op and the completion marker were enqueued */
+  uint64_t armed_ns;    /* spin budget spent: left to the reactor / host fn */
+  uint64_t seen_ns;     /* completion observed: by the loop's spin or poll,
+                           the reactor's scan, or the host function's run */
+  uint64_t callback_ns; /* the callback was called */
+} uvcuda_timing_t;
 
 UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
 /* Runs `op` (NULL: await what is already on the stream) on `stream`, then
@@ -270,6 +286,11 @@ UVCUDA_EXTERN int uvcuda_future_start(uvcuda_future_t *f,
 UVCUDA_EXTERN int uvcuda_future_close(uvcuda_future_t *f,
                                       uvcuda_future_close_cb close_cb);
 UVCUDA_EXTERN uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f);
+/* The phases of f's last start (valid from its callback until the next
+ * start). UVCUDA_EINVAL (NULL), UVCUDA_ENOTINIT, UVCUDA_EWRONGTHREAD,
+ * UVCUDA_ENOTSUP (the loop was not initialised with UVCUDA_OPT_TIMING). */
+UVCUDA_EXTERN int uvcuda_future_timing(const uvcuda_future_t *f,
+                                       uvcuda_timing_t *t);
 /* Nonzero from a successful start until its callback has run. */
 UVCUDA_EXTERN int uvcuda_future_is_active(const uvcuda_future_t *f);
 

@@ -106,10 +106,13 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
   f->status_ = 0;
   f->event_ = NULL;
   f->start_ns_ = uv_hrtime();
+  f->enqueued_ns_ = f->armed_ns_ = f->seen_ns_ = f->callback_ns_ = 0;
   l->nactive++;
   l->stats.started++;
 
   err = begin(l, f, (CUstream)stream, op);
+  if (err == 0 && (l->opts.flags & UVCUDA_OPT_TIMING))
+    f->enqueued_ns_ = uv_hrtime();
   if (err != 0) {
     uvcuda__complete(l, f, err); /* delivered on the next idle pass */
   } else if (l->opts.spin_budget_ns > 0) {
@@ -121,6 +124,7 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
     l->spin_tail = f;
   } else {
     f->state_ = UVCUDA_FUTURE_ARMED;
+    f->armed_ns_ = f->enqueued_ns_;
     ((struct uvcuda__timeline *)f->timeline_)->armed++;
     uvcuda__tl_arm(l, f->timeline_);
   }
@@ -152,6 +156,21 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
       break;
   }
   uvcuda__loop_update_handles(l);
+  return 0;
+}
+
+int uvcuda_future_timing(const uvcuda_future_t *f, uvcuda_timing_t *t) {
+  int err;
+  if (t == NULL) return UVCUDA_EINVAL;
+  if ((err = check(f)) != 0 && err != UVCUDA_ECLOSING) return err;
+  if (f->magic_ != UVCUDA__FUTURE_MAGIC) return err;
+  if (!(f->loop->internal_->opts.flags & UVCUDA_OPT_TIMING))
+    return UVCUDA_ENOTSUP;
+  t->start_ns = f->start_ns_;
+  t->enqueued_ns = f->enqueued_ns_;
+  t->armed_ns = f->armed_ns_;
+  t->seen_ns = f->seen_ns_;
+  t->callback_ns = f->callback_ns_;
   return 0;
 }
 

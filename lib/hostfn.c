@@ -56,6 +56,7 @@ struct uvcuda__ticket *uvcuda__ticket_new(struct uvcuda__port *p,
   t->port = p;
   t->tl = tl;
   t->seq = seq;
+  t->seen_ns = 0;
   t->prev = NULL;
   uv_mutex_lock(&p->mu);
   /* Outstanding tickets stay linked from the port so that tickets a dead
@@ -83,6 +84,7 @@ void CUDA_CB uvcuda__hostfn(void *arg) {
   struct uvcuda__port *p = t->port;
   int dead;
 
+  t->seen_ns = uv_hrtime(); /* for uvcuda_future_timing */
   uv_mutex_lock(&p->mu);
   unlink_out(p, t);
   if (p->async != NULL) {

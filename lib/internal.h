@@ -64,6 +64,7 @@ struct uvcuda__timeline {
   uint64_t pending;
   uint64_t armed;             /* pending futures in the ARMED state */
   unsigned tickets_out;       /* HOSTFN tickets not yet back */
+  uint64_t seen_ns;           /* when a wake source last saw it move, or 0 */
   unsigned stamp;
   struct uvcuda__timeline *hnext;          /* hash chain */
   struct uvcuda__timeline *anext, *aprev;  /* loop's active list */
@@ -80,6 +81,7 @@ struct uvcuda__timeline {
   int r_armed;
   int r_fired;   /* its counter passed; the loop takes it on its wakeup */
   uint64_t r_threshold;
+  uint64_t r_seen_ns; /* when the reactor saw the counter pass */
   int r_shadow; /* loop side: the reactor may be watching it */
 };
 
@@ -89,6 +91,7 @@ struct uvcuda__ticket {
   struct uvcuda__port *port;
   struct uvcuda__timeline *tl; /* only dereferenced on the loop thread */
   uint64_t seq;
+  uint64_t seen_ns; /* when the host function ran */
 };
 
 struct uvcuda__port {

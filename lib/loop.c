@@ -122,6 +122,7 @@ void uvcuda__deliver(struct uvcuda__loop *l) {
     if (status == UVCUDA_ECANCELED) l->stats.cancelled++;
     else if (status != 0) l->stats.failed++;
     if (l->opts.flags & UVCUDA_OPT_LATENCY_HISTOGRAM) record_latency(l, f);
+    if (l->opts.flags & UVCUDA_OPT_TIMING) f->callback_ns_ = uv_hrtime();
     if (f->flags_ & UVCUDA__F_CLOSING) {
       f->state_ = UVCUDA_FUTURE_CLOSING;
       f->cb_(f, status);
@@ -205,6 +206,7 @@ static void on_async(uv_async_t *h) {
     next = t->next;
     t->tl->tickets_out--;
     if (t->seq > t->tl->done_seq) t->tl->done_seq = t->seq;
+    if (t->seen_ns > t->tl->seen_ns) t->tl->seen_ns = t->seen_ns;
     uvcuda__tl_touch(l, t->tl, 0);
     uvcuda__ticket_release(t);
   }
@@ -252,6 +254,7 @@ static void on_idle(uv_idle_t *h) {
     if (l->spin_head) l->spin_head->spin_prev_ = NULL; else l->spin_tail = NULL;
     f->spin_next_ = f->spin_prev_ = NULL;
     f->state_ = UVCUDA_FUTURE_ARMED;
+    if (l->opts.flags & UVCUDA_OPT_TIMING) f->armed_ns_ = now;
     ((struct uvcuda__timeline *)f->timeline_)->armed++;
     uvcuda__tl_touch(l, f->timeline_, 1);
   }

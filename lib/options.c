@@ -58,7 +58,8 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
   }
   memset(out, 0, sizeof(*out));
   if ((unsigned)in->completion > UVCUDA_COMPLETION_POLL) return UVCUDA_EINVAL;
-  if (in->flags & ~UVCUDA_OPT_LATENCY_HISTOGRAM) return UVCUDA_EINVAL;
+  if (in->flags & ~(UVCUDA_OPT_LATENCY_HISTOGRAM | UVCUDA_OPT_TIMING))
+    return UVCUDA_EINVAL;
   out->flags = in->flags;
 
   out->completion = in->completion;

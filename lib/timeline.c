@@ -412,12 +412,19 @@ int uvcuda__tl_quiescent(struct uvcuda__loop *l, struct uvcuda__timeline *tl) {
 uint64_t uvcuda__tl_harvest(struct uvcuda__loop *l, struct uvcuda__timeline *tl,
                             int src) {
   uvcuda_future_t *f;
-  uint64_t done, n = 0;
+  uint64_t done, n = 0, seen = 0;
 
   l->harvests++;
-  if (tl->head == NULL) return 0;
+  if (tl->head == NULL) {
+    tl->seen_ns = 0;
+    return 0;
+  }
   done = uvcuda__tl_done(l, tl);
+  if ((l->opts.flags & UVCUDA_OPT_TIMING) && tl->head->seq_ <= done)
+    seen = tl->seen_ns ? tl->seen_ns : uv_hrtime(); /* else seen right now */
+  tl->seen_ns = 0;
   while ((f = tl->head) != NULL && f->seq_ <= done) {
+    f->seen_ns_ = seen;
     if (f->state_ == UVCUDA_FUTURE_SPINNING)
       l->stats.completed_spin++;
     else if (src == 1)

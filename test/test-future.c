@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int want_real;
 
@@ -32,6 +33,13 @@ static void env_init(env_t *e, void **state, int spin_us) {
 static void env_close(env_t *e) {
   tu_loop_close(&e->uv, &e->ul);
   assert_int_equal(uv_loop_close(&e->uv), 0);
+}
+
+/* Closes f, then the loop. */
+static void env_close_keep(env_t *e, uvcuda_future_t *f) {
+  TU_OK(uvcuda_future_close(f, NULL));
+  tu_run(&e->uv, 5000);
+  env_close(e);
 }
 
 static uvcuda_stats_t stats_of(env_t *e) {
@@ -172,6 +180,70 @@ static void no_spin_goes_straight_to_armed(void **state) {
   tu_stream_destroy(s);
   tu_gate_free(&g);
   env_close(&e);
+}
+
+/* uvcuda_future_timing: the phases are in order, and "seen" is when the
+ * strategy's wake source saw the work finish, not when it was started or
+ * armed. The work is a gate opened after the future is armed; a future on
+ * an idle stream completes while spinning (armed_ns 0). */
+static void timing_shows_where_latency_went(void **state) {
+  env_t e;
+  uvcuda_options_t o;
+  uvcuda_future_t f;
+  uvcuda_timing_t t;
+  rec_t r = {0};
+  CUstream s;
+  tu_gate_t g;
+  uint64_t t_open;
+
+  /* Without the option: ENOTSUP; misuse: EINVAL. */
+  env_init(&e, state, 20);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  assert_int_equal(uvcuda_future_timing(&f, &t), UVCUDA_ENOTSUP);
+  assert_int_equal(uvcuda_future_timing(NULL, &t), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_future_timing(&f, NULL), UVCUDA_EINVAL);
+  TU_OK(uvcuda_future_close(&f, NULL));
+  tu_run(&e.uv, 5000);
+  env_close(&e);
+
+  uvcuda_options_init(&o);
+  o.completion = strategy_of(state);
+  o.spin_budget_us = 0; /* armed at once */
+  o.flags = UVCUDA_OPT_TIMING;
+  assert_int_equal(uv_loop_init(&e.uv), 0);
+  TU_OK(uvcuda_loop_init(&e.uv, &e.ul, &o));
+  TU_OK(uvcuda_future_init(&e.ul, &f));
+  f.data = &r;
+  tu_gate_init(&g);
+  tu_gate_hold(&g, s);
+  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
+  TU_OK(uvcuda_future_timing(&f, &t));
+  assert_true(t.start_ns > 0 && t.enqueued_ns >= t.start_ns);
+  assert_true(t.armed_ns >= t.enqueued_ns);
+  assert_int_equal(t.seen_ns, 0);
+  assert_int_equal(t.callback_ns, 0);
+  uv_run(&e.uv, UV_RUN_NOWAIT);
+  usleep(2000);
+  t_open = tu_now_ns();
+  tu_gate_open(&g);
+  tu_run(&e.uv, 5000);
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(r.status, 0);
+  TU_OK(uvcuda_future_timing(&f, &t));
+  if (!(t.armed_ns < t_open && t.seen_ns >= t_open &&
+        t.callback_ns >= t.seen_ns && r.t_ns >= t.callback_ns))
+    fail_msg("phases out of order: start %llu enqueued +%lld armed +%lld "
+             "opened +%lld seen +%lld callback +%lld",
+             (unsigned long long)t.start_ns,
+             (long long)(t.enqueued_ns - t.start_ns),
+             (long long)(t.armed_ns - t.start_ns),
+             (long long)(t_open - t.start_ns),
+             (long long)(t.seen_ns - t.start_ns),
+             (long long)(t.callback_ns - t.start_ns));
+  tu_gate_free(&g);
+  env_close_keep(&e, &f);
+  tu_stream_destroy(s);
 }
 
 /* The loop keeps running only while a future is pending. */
@@ -754,6 +826,7 @@ static void loops_on_threads(void **state) {
   cmocka_unit_test_prestate(short_op_completes_while_spinning, (void *)c), \
   cmocka_unit_test_prestate(long_op_completes_armed, (void *)c),           \
   cmocka_unit_test_prestate(no_spin_goes_straight_to_armed, (void *)c),    \
+  cmocka_unit_test_prestate(timing_shows_where_latency_went, (void *)c),   \
   cmocka_unit_test_prestate(loop_alive_only_while_pending, (void *)c),     \
   cmocka_unit_test_prestate(precise_despite_later_work, (void *)c),        \
   cmocka_unit_test_prestate(many_futures_in_stream_order, (void *)c),      \
