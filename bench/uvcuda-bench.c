@@ -84,6 +84,10 @@ static const struct {
 static int opt_quick;
 static int opt_samples = 1000, opt_warmup = 100;
 static int opt_probe_us = -1; /* uvcuda loops' probe_interval_us */
+/* uvcuda loops' reactor back-off (-1: the library's defaults) */
+static int opt_rspin_us = -1, opt_ryield_us = -1, opt_rsleep_us = -1;
+static int opt_gap_us = 0;         /* idle time between two samples */
+static int opt_contexts = NXCTX;   /* contexts of the scaling section */
 static const char *opt_csv;
 static unsigned opt_sections;
 
@@ -118,8 +122,8 @@ static CUdevice g_dev;
 static CUcontext g_ctx;
 static CUfunction g_fn_sleep;
 static CUdeviceptr g_dword;         /* target of memset4 */
-static uint32_t *g_hold, *g_flag;   /* host-pinned words */
-static CUdeviceptr g_hold_d, g_flag_d;
+static uint32_t *g_hold, *g_flag, *g_mflag; /* host-pinned words */
+static CUdeviceptr g_hold_d, g_flag_d, g_mflag_d;
 static CUstream g_timed;            /* created first: its own queue */
 /* Held streams per context; [0] is the primary context. Only scaling uses
  * more than [0], and only on a GPU. */
@@ -289,6 +293,8 @@ typedef struct {
   int n; /* samples behind the numbers; 0: nothing measured */
   double p50, p90, p99, mean, loop_cpu, proc_cpu;
   double reactor_cpu; /* idle: the reactor thread's CPU, us per s */
+  /* uvcuda_future_timing medians, us from start (runs with r->timing) */
+  double ph_enq, ph_seen, ph_deliver; /* deliver: seen -> callback */
   char extra[512];
   char note[256]; /* printed: errors, skips, truncation */
 } row_t;
@@ -305,6 +311,7 @@ static void row_init(row_t *w, const char *sec, const char *method,
   w->param = param;
   w->p50 = w->p90 = w->p99 = w->mean = w->loop_cpu = w->proc_cpu = NAN;
   w->reactor_cpu = NAN;
+  w->ph_enq = w->ph_seen = w->ph_deliver = NAN;
 }
 
 static void row_extra(row_t *w, const char *fmt, ...)
@@ -453,7 +460,7 @@ static CUresult enqueue_work(const workload_t *w, CUstream s) {
 
 /* ---- methods ----------------------------------------------------------- */
 
-enum kind { K_RAW, K_HOSTFN_ASYNC, K_THREADPOOL, K_FLAG, K_UVCUDA };
+enum kind { K_RAW, K_MEMOP, K_HOSTFN_ASYNC, K_THREADPOOL, K_FLAG, K_UVCUDA };
 
 typedef struct {
   const char *name;
@@ -463,6 +470,7 @@ typedef struct {
 
 enum {
   M_RAW,
+  M_MEMOP,
   M_HOSTFN_ASYNC,
   M_THREADPOOL,
   M_FLAG,
@@ -476,6 +484,7 @@ enum {
 };
 static const method_t METHODS[M_COUNT] = {
     {"raw-spin", K_RAW, 0},
+    {"memop-spin", K_MEMOP, 0},
     {"hostfn-async", K_HOSTFN_ASYNC, 0},
     {"threadpool", K_THREADPOOL, 0},
     {"flag-thread", K_FLAG, 0},
@@ -504,6 +513,7 @@ typedef struct run_s {
   uint64_t t1;
   char err[200];
   int abandon; /* leak instead of closing */
+  int timing;  /* uvcuda: UVCUDA_OPT_TIMING, phases into the row */
   /* uvcuda */
   uvcuda_loop_t ul;
   int ul_on;
@@ -699,6 +709,10 @@ static int run_open(run_t *r) {
       o.completion = r->m->completion;
       o.spin_budget_us = r->spin_budget_us;
       o.probe_interval_us = opt_probe_us;
+      if (r->timing) o.flags |= UVCUDA_OPT_TIMING;
+      o.reactor_spin_us = opt_rspin_us;
+      o.reactor_yield_us = opt_ryield_us;
+      o.reactor_sleep_max_us = opt_rsleep_us;
       err = uvcuda_loop_init(r->loop, &r->ul, &o);
       if (err) {
         snprintf(r->err, sizeof(r->err), "uvcuda_loop_init: %s (%s)",
@@ -710,6 +724,10 @@ static int run_open(run_t *r) {
       uvcuda_future_init(&r->ul, &r->f);
       r->f.data = r;
       r->f_on = 1;
+      break;
+    case K_MEMOP:
+      __atomic_store_n(g_mflag, 0, __ATOMIC_RELEASE);
+      r->seq = 0;
       break;
     case K_FLAG:
       __atomic_store_n(g_flag, 0, __ATOMIC_RELEASE);
@@ -763,6 +781,21 @@ static int run_sample(run_t *r, uint64_t *lat_ns) {
       }
       r->t1 = uv_hrtime();
       if (q != CUDA_SUCCESS) goto cuda_err;
+      break;
+    case K_MEMOP: /* what any flag-based wait pays, on this thread */
+      r->seq++;
+      if (r->seq == 0) r->seq = 1;
+      t0 = uv_hrtime();
+      if ((q = enqueue_work(r->wl, r->stream)) != CUDA_SUCCESS) goto cuda_err;
+      if ((q = cu.cuStreamWriteValue32(r->stream, g_mflag_d, r->seq, 0)) !=
+          CUDA_SUCCESS)
+        goto cuda_err;
+      while ((int32_t)(__atomic_load_n(g_mflag, __ATOMIC_ACQUIRE) - r->seq) <
+             0) {
+        if ((++spins & 1023) == 0 && uv_hrtime() - t0 > r->timeout_ns)
+          return -1;
+      }
+      r->t1 = uv_hrtime();
       break;
     case K_HOSTFN_ASYNC:
       t0 = uv_hrtime();
@@ -904,8 +937,16 @@ static void paths_str(char *buf, size_t n, const run_t *r) {
 
 /* Warm-up, then n timed samples into row w. Returns 0, or -1 when the
  * run failed or timed out (then r->abandon says whether to leak). */
+static double median_of(double *v, int n) {
+  if (n <= 0) return NAN;
+  qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
+  return v[n / 2];
+}
+
 static int measure(run_t *r, int warmup, int n, row_t *w) {
-  double *lat = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+  size_t sz = sizeof(double) * (size_t)(n > 0 ? n : 1);
+  double *lat = malloc(sz);
+  double *ph = r->timing ? malloc(3 * sz) : NULL;
   double thr = 0, proc = 0;
   uint64_t ns = 0;
   cpu_t c0, c1;
@@ -936,12 +977,33 @@ static int measure(run_t *r, int warmup, int n, row_t *w) {
     }
     run_post(r);
     beat();
+    if (opt_gap_us > 0) { /* the GPU idles this long before the next */
+      uint64_t t_end = uv_hrtime() + (uint64_t)opt_gap_us * 1000u;
+      while (uv_hrtime() < t_end) {}
+    }
     if (i >= warmup) {
+      uvcuda_timing_t t;
+      if (ph && uvcuda_future_timing(&r->f, &t) == 0 && t.seen_ns) {
+        ph[k] = (double)(t.enqueued_ns - t.start_ns) / 1e3;
+        ph[n + k] = (double)(t.seen_ns - t.start_ns) / 1e3;
+        ph[2 * n + k] = (double)(t.callback_ns - t.seen_ns) / 1e3;
+      } else if (ph) {
+        free(ph); /* incomplete: no phases for this row */
+        ph = NULL;
+      }
       lat[k++] = (double)ns / 1e3;
       thr += c1.thr - c0.thr;
       proc += c1.proc - c0.proc;
     }
   }
+  if (ph && k > 0) {
+    w->ph_enq = median_of(ph, k);
+    w->ph_seen = median_of(ph + n, k);
+    w->ph_deliver = median_of(ph + 2 * n, k);
+    row_extra(w, "enqueued_p50=%.2f;seen_p50=%.2f;seen_to_callback_p50=%.2f",
+              w->ph_enq, w->ph_seen, w->ph_deliver);
+  }
+  free(ph);
   row_stats(w, lat, k);
   if (k > 0) {
     w->loop_cpu = thr / k;
@@ -1025,10 +1087,10 @@ static void lat_run(const char *sec, int mi, const workload_t *wl,
 }
 
 static void section_latency(void) {
-  static const int order[] = {M_RAW,     M_HOSTFN_ASYNC, M_THREADPOOL,
-                              M_FLAG,    M_AUTO,         M_REACTOR,
-                              M_HOSTFN,  M_POLL,         M_HOSTFN_SPIN,
-                              M_HOSTFN_BLOCK};
+  static const int order[] = {M_RAW,     M_MEMOP,        M_HOSTFN_ASYNC,
+                              M_THREADPOOL, M_FLAG,      M_AUTO,
+                              M_REACTOR, M_HOSTFN,       M_POLL,
+                              M_HOSTFN_SPIN, M_HOSTFN_BLOCK};
   char a[32];
   int wi, j;
 
@@ -1274,7 +1336,7 @@ static void probe_cost(int ninit) {
 
 static void scaling_uvcuda(const int *Ns, int nN) {
   const method_t *m = &METHODS[M_AUTO];
-  run_t *braw, *bpoll;
+  run_t *braw, *bmem, *bpoll;
   uvcuda_future_t *pf = NULL;
   int nmax = Ns[nN - 1], ninit = 0, j, rc, ok;
   uint64_t t_arm;
@@ -1283,10 +1345,13 @@ static void scaling_uvcuda(const int *Ns, int nN) {
   row_t w;
 
   braw = scaling_base_open(M_RAW);
+  bmem = scaling_base_open(M_MEMOP);
   bpoll = scaling_base_open(M_POLL);
   r = run_new(m, g_timed, &WL[W_EMPTY], -1);
+  if (r != NULL) r->timing = 1; /* where the time goes, per N */
   if (r == NULL) {
     scaling_base_close(braw);
+    scaling_base_close(bmem);
     scaling_base_close(bpoll);
     return;
   }
@@ -1313,6 +1378,7 @@ static void scaling_uvcuda(const int *Ns, int nN) {
     if (!r->abandon) free(r);
     free(pf);
     scaling_base_close(braw);
+    scaling_base_close(bmem);
     scaling_base_close(bpoll);
     return;
   }
@@ -1368,11 +1434,16 @@ static void scaling_uvcuda(const int *Ns, int nN) {
     }
     row_emit(&w);
     scaling_row_print(&w);
+    if (!isnan(w.ph_seen))
+      printf("    phases, p50 us from start: enqueued %.1f, completion seen "
+             "%.1f, seen -> callback %.1f\n", w.ph_enq, w.ph_seen,
+             w.ph_deliver);
     if (!ok) {
       j++;
       break;
     }
     scaling_baseline(braw, M_RAW, Ns[j], ninit);
+    scaling_baseline(bmem, M_MEMOP, Ns[j], ninit);
     scaling_baseline(bpoll, M_POLL, Ns[j], ninit);
   }
   for (; j < nN; j++) { /* the N not reached */
@@ -1386,6 +1457,7 @@ static void scaling_uvcuda(const int *Ns, int nN) {
   atomic_store(&g_hold_watch, 0);
   hold_open();
   scaling_base_close(braw);
+  scaling_base_close(bmem);
   scaling_base_close(bpoll);
   if (r->abandon) {
     run_close(r); /* leaks r and the futures: a wait timed out */
@@ -1883,6 +1955,23 @@ static double diff_rows(const row_t *a, const row_t *b, int p99) {
   return p99 ? a->p99 - b->p99 : a->p50 - b->p50;
 }
 
+/* Target line: auto's p50 rise from N=1 to a's N, less the rise of the
+ * baseline `base` measured in the same state. */
+static void scaling_overhead_line(const row_t *a, const row_t *b,
+                                  const char *base) {
+  const row_t *ra = a ? row_find("scaling", base, "empty", a->param) : NULL;
+  const row_t *rb = row_find("scaling", base, "empty", 1);
+  double oa = diff_rows(a, ra, 0), ob = diff_rows(b, rb, 0);
+  char what[96], note[240];
+  snprintf(what, sizeof(what), "scaling: uvcuda-auto over %s, N=100000 - N=1",
+           base);
+  snprintf(note, sizeof(note), "p50 over %s in the same state: %.1f us at "
+           "N=%.0f, %.1f us at N=1; %s itself %.1f -> %.1f us", base, oa,
+           a ? a->param : NAN, ob, base, rb && rb->n ? rb->p50 : NAN,
+           ra && ra->n ? ra->p50 : NAN);
+  target_line(what, oa - ob, 2, "us", note);
+}
+
 static void targets(void) {
   static const int full[] = {100000, 30000, 10000};
   const row_t *a, *b;
@@ -1929,20 +2018,21 @@ static void targets(void) {
              a->param);
   target_line("scaling: uvcuda-auto p50 at N=100000 - at N=1", diff_rows(a, b, 0),
               2, "us", note);
-  {
-    /* The GPU itself slows under the hold: against the raw spin measured
-     * in the same state at each N, what is left is uvcuda's own cost. */
-    const row_t *ra = a ? row_find("scaling", "raw-spin", "empty", a->param) : NULL;
-    const row_t *rb = row_find("scaling", "raw-spin", "empty", 1);
-    double oa = diff_rows(a, ra, 0), ob = diff_rows(b, rb, 0);
-    v = oa - ob;
-    snprintf(note, sizeof(note), "p50 over raw-spin in the same state: %.1f us "
-             "at N=%.0f, %.1f us at N=1; raw-spin itself %.1f -> %.1f us",
-             oa, a ? a->param : NAN, ob, rb && rb->n ? rb->p50 : NAN,
-             ra && ra->n ? ra->p50 : NAN);
-    target_line("scaling: uvcuda-auto overhead at N=100000 - at N=1", v, 2, "us",
-                note);
-  }
+  /* The GPU itself slows under the hold: against a spin measured in the
+   * same state at each N, what is left is uvcuda's own cost. raw-spin
+   * waits on the stream; memop-spin on a flag written by the stream, as
+   * uvcuda's counters are. */
+  scaling_overhead_line(a, b, "raw-spin");
+  scaling_overhead_line(a, b, "memop-spin");
+  /* uvcuda_future_timing: the library's own part of the latency, from the
+   * moment the completion was seen to the callback. */
+  v = (a && b) ? a->ph_deliver - b->ph_deliver : NAN;
+  snprintf(note, sizeof(note), "p50 %.2f us at N=1, %.2f us at N=%.0f; "
+           "start -> seen %.1f -> %.1f us", b ? b->ph_deliver : NAN,
+           a ? a->ph_deliver : NAN, a ? a->param : NAN, b ? b->ph_seen : NAN,
+           a ? a->ph_seen : NAN);
+  target_line("scaling: uvcuda-auto seen -> callback, N=100000 - N=1", v, 2,
+              "us", note);
 
   a = row_find("throughput", "uvcuda-auto", "empty", NFLIGHT);
   b = row_find("throughput", "raw-launch", "empty", NFLIGHT);
@@ -2052,7 +2142,13 @@ static void usage(FILE *to) {
           "  --samples N    timed samples per measurement (default 1000, after "
           "N/10 up to 100 warm-up)\n"
           "  --probe-us N   uvcuda loops' fault probe interval (50..2000; "
-          "default: the library's)\n");
+          "default: the library's)\n"
+          "  --reactor-spin-us N, --reactor-yield-us N, --reactor-sleep-max-us N\n"
+          "                 uvcuda loops' reactor back-off (default: the "
+          "library's)\n"
+          "  --gap-us N     idle time between two samples (default 0)\n"
+          "  --contexts N   CUDA contexts whose streams scaling holds (1..5, "
+          "default 5)\n");
 }
 
 /* The integer value of option `name`, lo..hi. */
@@ -2088,6 +2184,16 @@ static int parse_args(int argc, char **argv) {
       if (int_arg(a, argv[++i], 1, 1000000, &samples) != 0) return -1;
     } else if (strcmp(a, "--probe-us") == 0 && i + 1 < argc) {
       if (int_arg(a, argv[++i], 50, 2000, &opt_probe_us) != 0) return -1;
+    } else if (strcmp(a, "--gap-us") == 0 && i + 1 < argc) {
+      if (int_arg(a, argv[++i], 0, 1000000, &opt_gap_us) != 0) return -1;
+    } else if (strcmp(a, "--contexts") == 0 && i + 1 < argc) {
+      if (int_arg(a, argv[++i], 1, NXCTX, &opt_contexts) != 0) return -1;
+    } else if (strcmp(a, "--reactor-spin-us") == 0 && i + 1 < argc) {
+      if (int_arg(a, argv[++i], 0, 1000000, &opt_rspin_us) != 0) return -1;
+    } else if (strcmp(a, "--reactor-yield-us") == 0 && i + 1 < argc) {
+      if (int_arg(a, argv[++i], 0, 10000000, &opt_ryield_us) != 0) return -1;
+    } else if (strcmp(a, "--reactor-sleep-max-us") == 0 && i + 1 < argc) {
+      if (int_arg(a, argv[++i], 1, 100000, &opt_rsleep_us) != 0) return -1;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       exit(0);
@@ -2204,8 +2310,10 @@ static int setup(void) {
   memset(pin, 0, 4096);
   g_hold = (uint32_t *)pin;
   g_flag = (uint32_t *)((char *)pin + 64); /* own cache line */
+  g_mflag = (uint32_t *)((char *)pin + 192); /* past raw-launch's word */
   CHECK(cu.cuMemHostGetDevicePointer(&g_hold_d, pin, 0));
   g_flag_d = g_hold_d + 64;
+  g_mflag_d = g_hold_d + 192;
   CHECK(cu.cuModuleLoadData(&mod, uvcuda_bench_kernels_ptx));
   CHECK(cu.cuModuleGetFunction(&g_fn_sleep, mod, "uvcuda_sleep_ns"));
 #undef CHECK
@@ -2213,7 +2321,7 @@ static int setup(void) {
   g_xhold_d[0] = g_hold_d;
   /* More contexts, more hardware queues: the simulation needs none. */
   if (!g_sim && sym("cuCtxCreate", 12050, &cu.cuCtxCreate) == 0) {
-    for (k = 1; k < NXCTX; k++) {
+    for (k = 1; k < opt_contexts; k++) {
       r = cu.cuCtxCreate(&g_xctx[k], NULL, 0, g_dev); /* makes it current */
       for (i = 0; r == CUDA_SUCCESS && i < NPEND; i++)
         r = cu.cuStreamCreate(&g_xpend[k][i], CU_STREAM_NON_BLOCKING);
@@ -2221,7 +2329,7 @@ static int setup(void) {
         r = cu.cuMemHostGetDevicePointer(&g_xhold_d[k], pin, 0);
       if (r != CUDA_SUCCESS) {
         printf("scaling: context %d of %d not made (%s); scaling holds "
-               "fewer futures\n", k + 1, NXCTX, cuname(r));
+               "fewer futures\n", k + 1, opt_contexts, cuname(r));
         break;
       }
       g_nxctx = k + 1;
