@@ -144,7 +144,8 @@ typedef struct uvcuda_options_s {
    * 50 .. 2000. */
   int32_t probe_interval_us;
   /* Reactor back-off while this loop has armed futures, in µs (-1 =
-   * default): busy-poll for reactor_spin_us (500) after the last progress,
+   * default): busy-poll for reactor_spin_us (500) after the last progress
+   * or arm (an arm wakes a sleeping reactor),
    * then sched_yield between passes until reactor_yield_us (2000), then
    * sleep between passes, doubling up to reactor_sleep_max_us (200).
    * With several loops the reactor takes the smallest value of each. */
