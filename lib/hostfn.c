@@ -84,7 +84,7 @@ void CUDA_CB uvcuda__hostfn(void *arg) {
   struct uvcuda__port *p = t->port;
   int dead;
 
-  t->seen_ns = uv_hrtime(); /* for uvcuda_future_timing */
+  t->seen_ns = uv_hrtime(); /* for uvcuda_future_timing; ~20 ns */
   uv_mutex_lock(&p->mu);
   unlink_out(p, t);
   if (p->async != NULL) {

@@ -141,6 +141,7 @@ static void ring(struct uvcuda__loop *l) {
 static int scan(void) {
   struct uvcuda__loop *l;
   struct uvcuda__timeline *tl, *next;
+  uint64_t now = 0;
   int fired = 0, hit;
 
   for (l = loops; l; l = l->rnext) {
@@ -148,7 +149,10 @@ static int scan(void) {
     for (tl = l->rarmed; tl; tl = next) {
       next = tl->rnext;
       if (reached(tl)) {
-        tl->r_seen_ns = uv_hrtime();
+        if (l->opts.flags & UVCUDA_OPT_TIMING) { /* one clock read a pass */
+          if (now == 0) now = uv_hrtime();
+          tl->r_seen_ns = now;
+        }
         unlink_armed(l, tl); /* the loop re-arms what is still pending */
         link_fired(l, tl);
         hit = 1;
