@@ -774,6 +774,16 @@ static int run_prep(run_t *r) {
   return 0;
 }
 
+/* The next sequence number, then (timed from *t0) the work and the
+ * number's write to the host-pinned flag at d. */
+static CUresult enqueue_flagged(run_t *r, CUdeviceptr d, uint64_t *t0) {
+  CUresult q;
+  if (++r->seq == 0) r->seq = 1;
+  *t0 = uv_hrtime();
+  if ((q = enqueue_work(r->wl, r->stream)) != CUDA_SUCCESS) return q;
+  return cu.cuStreamWriteValue32(r->stream, d, r->seq, 0);
+}
+
 /* One timed sample: 0, -1 timeout, -2 error (r->err). */
 static int run_sample(run_t *r, uint64_t *lat_ns) {
   uint64_t t0, spins = 0;
@@ -792,12 +802,7 @@ static int run_sample(run_t *r, uint64_t *lat_ns) {
       if (q != CUDA_SUCCESS) goto cuda_err;
       break;
     case K_MEMOP: /* what any flag-based wait pays, on this thread */
-      r->seq++;
-      if (r->seq == 0) r->seq = 1;
-      t0 = uv_hrtime();
-      if ((q = enqueue_work(r->wl, r->stream)) != CUDA_SUCCESS) goto cuda_err;
-      if ((q = cu.cuStreamWriteValue32(r->stream, g_mflag_d, r->seq, 0)) !=
-          CUDA_SUCCESS)
+      if ((q = enqueue_flagged(r, g_mflag_d, &t0)) != CUDA_SUCCESS)
         goto cuda_err;
       while ((int32_t)(__atomic_load_n(g_mflag, __ATOMIC_ACQUIRE) - r->seq) <
              0) {
@@ -823,12 +828,7 @@ static int run_sample(run_t *r, uint64_t *lat_ns) {
       if ((q = r->sync_rc) != CUDA_SUCCESS) goto cuda_err;
       break;
     case K_FLAG:
-      r->seq++;
-      if (r->seq == 0) r->seq = 1;
-      t0 = uv_hrtime();
-      if ((q = enqueue_work(r->wl, r->stream)) != CUDA_SUCCESS) goto cuda_err;
-      if ((q = cu.cuStreamWriteValue32(r->stream, g_flag_d, r->seq, 0)) !=
-          CUDA_SUCCESS)
+      if ((q = enqueue_flagged(r, g_flag_d, &t0)) != CUDA_SUCCESS)
         goto cuda_err;
       if (wait_flag(r->loop, &r->done, r->timeout_ns)) return -1;
       break;
