@@ -288,8 +288,9 @@ UVCUDA_EXTERN int uvcuda_future_close(uvcuda_future_t *f,
                                       uvcuda_future_close_cb close_cb);
 UVCUDA_EXTERN uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f);
 /* The phases of f's last start (valid from its callback until the next
- * start). UVCUDA_EINVAL (NULL), UVCUDA_ENOTINIT, UVCUDA_EWRONGTHREAD,
- * UVCUDA_ENOTSUP (the loop was not initialised with UVCUDA_OPT_TIMING). */
+ * start; also while f is closing). UVCUDA_EINVAL (NULL), UVCUDA_ENOTINIT,
+ * UVCUDA_ECLOSING (closed), UVCUDA_EWRONGTHREAD, UVCUDA_ENOTSUP (the loop
+ * was not initialised with UVCUDA_OPT_TIMING). */
 UVCUDA_EXTERN int uvcuda_future_timing(const uvcuda_future_t *f,
                                        uvcuda_timing_t *t);
 /* Nonzero from a successful start until its callback has run. */

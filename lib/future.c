@@ -162,8 +162,10 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
 int uvcuda_future_timing(const uvcuda_future_t *f, uvcuda_timing_t *t) {
   int err;
   if (t == NULL) return UVCUDA_EINVAL;
-  if ((err = check(f)) != 0 && err != UVCUDA_ECLOSING) return err;
-  if (f->magic_ != UVCUDA__FUTURE_MAGIC) return err;
+  err = check(f);
+  /* A closing future (its cancellation callback) still has its stamps. */
+  if (err == UVCUDA_ECLOSING && f->magic_ == UVCUDA__FUTURE_MAGIC) err = 0;
+  if (err != 0) return err;
   if (!(f->loop->internal_->opts.flags & UVCUDA_OPT_TIMING))
     return UVCUDA_ENOTSUP;
   t->start_ns = f->start_ns_;

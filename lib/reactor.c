@@ -72,6 +72,7 @@ static void lock_loopside(void) {
   atomic_fetch_sub_explicit(&want, 1, memory_order_relaxed);
 }
 
+/* A timed wait of the back-off; an arm of a counter cuts it short. */
 static void cond_timedwait(uint64_t ns) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -81,7 +82,9 @@ static void cond_timedwait(uint64_t ns) {
     ts.tv_sec++;
     ts.tv_nsec -= 1000000000L;
   }
+  sleeping = 1;
   pthread_cond_timedwait(&cond, &mu, &ts);
+  sleeping = 0;
 }
 
 static inline void cpu_relax(void) {
@@ -298,11 +301,7 @@ static void reactor_main(void *arg) {
       next_probe = now + probe_ns;
     }
     if (narmed_mem == 0) { /* only host functions: nothing to read */
-      if (narmed_probe != 0) {
-        sleeping = 1;
-        cond_timedwait(probe_ns); /* a counter's arm cuts it short */
-        sleeping = 0;
-      }
+      if (narmed_probe != 0) cond_timedwait(probe_ns);
       continue;
     }
     if (now - last_progress < spin) {
@@ -318,9 +317,7 @@ static void reactor_main(void *arg) {
       sleep_ns = sleep_ns ? sleep_ns * 2 : 10000;
       if (sleep_ns > sleep_max) sleep_ns = sleep_max;
       if (sleep_ns > probe_ns) sleep_ns = probe_ns;
-      sleeping = 1;
-      cond_timedwait(sleep_ns); /* an arm cuts it short */
-      sleeping = 0;
+      cond_timedwait(sleep_ns);
     }
   }
   free_reaped(); /* the last detach joins: it waits for this */

@@ -205,6 +205,7 @@ static void timing_shows_where_latency_went(void **state) {
   assert_int_equal(uvcuda_future_timing(&f, NULL), UVCUDA_EINVAL);
   TU_OK(uvcuda_future_close(&f, NULL));
   tu_run(&e.uv, 5000);
+  assert_int_equal(uvcuda_future_timing(&f, &t), UVCUDA_ECLOSING); /* closed */
   env_close(&e);
 
   uvcuda_options_init(&o);
