@@ -69,27 +69,32 @@ void uvcuda__close_queue_push(struct uvcuda__loop *l, uvcuda_future_t *f) {
   l->cq_tail = f;
 }
 
-/* Whether the reactor is querying f's stream outside its lock now. */
-static int probed(struct uvcuda__loop *l, const uvcuda_future_t *f) {
+/* Whether f's stream is among the streams the reactor was querying. */
+static int probed(void *const *streams, const uvcuda_future_t *f) {
   int k;
   for (k = 0; k < UVCUDA__PROBE_PER_LOOP; k++)
-    if (atomic_load_explicit(&l->probing[k], memory_order_acquire) == f->stream)
-      return 1;
+    if (streams[k] == f->stream) return 1;
   return 0;
 }
 
 /* Takes the queue (head, tail): returns the futures to run now, keeps in
- * it (at its front) those whose stream the reactor is querying. */
+ * it (at its front) those whose stream the reactor is querying. The
+ * streams are read once: decided per future, a probe ending mid-queue
+ * would run a stream's later future before its earlier, kept one. */
 static uvcuda_future_t *take_queue(struct uvcuda__loop *l, uvcuda_future_t **head,
                                    uvcuda_future_t **tail, int probing) {
   uvcuda_future_t *q = *head, *run = NULL, *run_last = NULL, *keep = NULL,
                   *keep_last = NULL, *f;
+  void *streams[UVCUDA__PROBE_PER_LOOP];
+  int k;
   *head = *tail = NULL;
   if (!probing) return q;
+  for (k = 0; k < UVCUDA__PROBE_PER_LOOP; k++)
+    streams[k] = atomic_load_explicit(&l->probing[k], memory_order_acquire);
   while ((f = q) != NULL) {
     q = f->q_next_;
     f->q_next_ = NULL;
-    if (probed(l, f)) {
+    if (probed(streams, f)) {
       if (keep_last) keep_last->q_next_ = f; else keep = f;
       keep_last = f;
     } else {
