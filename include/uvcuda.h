@@ -233,26 +233,36 @@ typedef int (*uvcuda_op_cb)(uvcuda_future_t *f, uvcuda_stream_t stream);
 typedef void (*uvcuda_future_cb)(uvcuda_future_t *f, int status);
 typedef void (*uvcuda_future_close_cb)(uvcuda_future_t *f);
 
+/* Private: the one list node type of the library (see lib/queue.h). */
+struct uvcuda__queue {
+  struct uvcuda__queue *next;
+  struct uvcuda__queue *prev;
+};
+struct uvcuda__timeline;
+struct CUevent_st; /* CUevent */
+
+#define UVCUDA_FUTURE_PRIVATE_FIELDS                                         \
+  int state_;                                                               \
+  int status_;                                                              \
+  int closing_;     /* uvcuda_future_close was called */                    \
+  uint32_t magic_;  /* initialised and not yet closed */                    \
+  uvcuda_future_cb cb_;                                                     \
+  uvcuda_future_close_cb close_cb_;                                         \
+  struct uvcuda__timeline *tl_; /* while pending */                         \
+  uint64_t seq_;                /* its marker's number on tl_ */            \
+  struct CUevent_st *event_;    /* host-function modes: spin on this */     \
+  uint64_t start_ns_;                                                       \
+  uint64_t deadline_ns_;        /* end of the spin */                       \
+  uint64_t enqueued_ns_, armed_ns_, seen_ns_, callback_ns_; /* OPT_TIMING */\
+  struct uvcuda__queue tl_node_;   /* its timeline's pending futures */     \
+  struct uvcuda__queue spin_node_; /* the loop's spin FIFO */               \
+  struct uvcuda__queue q_node_;    /* the loop's delivery or close queue */
+
 struct uvcuda_future_s {
   void *data;              /* yours */
   uvcuda_loop_t *loop;     /* read-only */
   uvcuda_stream_t stream;  /* read-only: the stream of the last start */
-  /* private */
-  int state_;
-  int status_;
-  unsigned flags_;
-  uvcuda_future_cb cb_;
-  uvcuda_future_close_cb close_cb_;
-  void *timeline_;
-  uint64_t seq_;
-  uint64_t start_ns_;
-  uint64_t deadline_ns_;
-  uint64_t enqueued_ns_, armed_ns_, seen_ns_, callback_ns_; /* OPT_TIMING */
-  void *event_;
-  uvcuda_future_t *tl_next_, *tl_prev_;     /* timeline FIFO */
-  uvcuda_future_t *spin_next_, *spin_prev_; /* loop's spin FIFO */
-  uvcuda_future_t *q_next_;                 /* delivery / close queue */
-  uint32_t magic_;
+  UVCUDA_FUTURE_PRIVATE_FIELDS
 };
 
 /* Where one future's latency went, on the uv_hrtime() clock (ns). A stamp

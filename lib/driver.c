@@ -1,7 +1,8 @@
 /* Run-time loading of the CUDA driver. Nothing links libcuda: we dlopen it,
  * take cuGetProcAddress_v2 with dlsym, and resolve the rest through it at
  * the ABI version of the typedef we call each entry through. */
-#include "internal.h"
+#include "driver.h"
+#include "error.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -16,9 +17,6 @@ static int load_status;
 static char load_path[512];
 static char load_error[512];
 static int load_simulated;
-
-static pthread_once_t caps_once = PTHREAD_ONCE_INIT;
-static struct uvcuda__caps caps;
 
 static const struct {
   const char *name;
@@ -160,73 +158,7 @@ int uvcuda__driver_loaded(void) {
 }
 
 int uvcuda__driver_simulated(void) { return load_simulated; }
-
-/* Probes on device 0's primary context: the attribute that claims memops
- * support (92) reads 0 on drivers where they work, so we try them. */
-static void probe_caps(void) {
-  CUdevice dev;
-  CUcontext ctx = NULL, prev = NULL;
-  CUstream s = NULL;
-  void *host = NULL;
-  CUdeviceptr dptr;
-  int n = 0;
-
-  caps.host_task_sync = uvcuda__drv.cuLaunchHostFunc_v2 != NULL;
-  if (uvcuda__drv.cuDeviceGetCount(&n) != CUDA_SUCCESS || n <= 0) return;
-  caps.device_count = n;
-  if (uvcuda__drv.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return;
-  if (uvcuda__drv.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return;
-  uvcuda__drv.cuCtxGetCurrent(&prev);
-  uvcuda__drv.cuCtxSetCurrent(ctx);
-  if (uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-    goto out;
-  if (uvcuda__drv.cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE |
-                                               CU_MEMHOSTALLOC_DEVICEMAP) !=
-      CUDA_SUCCESS) {
-    host = NULL;
-    goto out;
-  }
-  if (uvcuda__drv.cuMemHostGetDevicePointer(&dptr, host, 0) != CUDA_SUCCESS)
-    goto out;
-  if (uvcuda__drv.cuStreamWriteValue32(s, dptr, 0x5eed, 0) == CUDA_SUCCESS &&
-      uvcuda__drv.cuStreamSynchronize(s) == CUDA_SUCCESS)
-    caps.memops32 = __atomic_load_n((uint32_t *)host, __ATOMIC_ACQUIRE) == 0x5eed;
-  if (uvcuda__drv.cuStreamWriteValue64(s, dptr + 8, 0x5eed00000001ull, 0) ==
-          CUDA_SUCCESS &&
-      uvcuda__drv.cuStreamSynchronize(s) == CUDA_SUCCESS)
-    caps.memops64 = __atomic_load_n((uint64_t *)((char *)host + 8),
-                                    __ATOMIC_ACQUIRE) == 0x5eed00000001ull;
-out:
-  if (s) uvcuda__drv.cuStreamDestroy(s);
-  if (host) uvcuda__drv.cuMemFreeHost(host);
-  uvcuda__drv.cuCtxSetCurrent(prev);
-  uvcuda__drv.cuDevicePrimaryCtxRelease(dev);
-}
-
-const struct uvcuda__caps *uvcuda__driver_caps(void) {
-  if (uvcuda_driver_load() != 0) return &caps;
-  pthread_once(&caps_once, probe_caps);
-  return &caps;
-}
-
-int uvcuda_driver_info(uvcuda_driver_info_t *info) {
-  const struct uvcuda__caps *c;
-  int err;
-
-  if (info == NULL) return UVCUDA_EINVAL;
-  memset(info, 0, sizeof(*info));
-  err = uvcuda_driver_load();
-  info->path = load_path;
-  if (err) return err;
-  c = uvcuda__driver_caps();
-  info->driver_version = uvcuda__drv.version;
-  info->device_count = c->device_count;
-  info->memops32 = c->memops32;
-  info->memops64 = c->memops64;
-  info->host_task_sync = c->host_task_sync;
-  info->simulated = load_simulated;
-  return 0;
-}
+const char *uvcuda__driver_path(void) { return load_path; }
 
 int uvcuda_driver_symbol(const char *name, int cuda_version, void **pfn) {
   int err;

@@ -26,12 +26,15 @@ typedef CUresult(CUDAAPI *PFN_cuLaunchHostFunc_v13020)(CUstream, CUhostFn,
   XX(cuDevicePrimaryCtxRelease, 11000)\
   XX(cuCtxGetCurrent, 4000)           \
   XX(cuCtxSetCurrent, 4000)           \
+  XX(cuCtxGetId, 12000)               \
   XX(cuStreamGetCtx, 9020)            \
+  XX(cuStreamGetId, 12000)            \
   XX(cuStreamCreate, 2000)            \
   XX(cuStreamDestroy, 4000)           \
   XX(cuStreamQuery, 2000)             \
   XX(cuStreamSynchronize, 2000)       \
   XX(cuStreamIsCapturing, 10000)      \
+  XX(cuThreadExchangeStreamCaptureMode, 10010) \
   XX(cuEventCreate, 2000)             \
   XX(cuEventRecord, 2000)             \
   XX(cuEventQuery, 2000)              \
@@ -39,8 +42,7 @@ typedef CUresult(CUDAAPI *PFN_cuLaunchHostFunc_v13020)(CUstream, CUhostFn,
   XX(cuLaunchHostFunc, 10000)         \
   XX(cuStreamWriteValue32, 11070)     \
   XX(cuStreamWriteValue64, 11070)     \
-  XX(cuMemHostAlloc, 2020)            \
-  XX(cuMemFreeHost, 2000)             \
+  XX(cuMemHostRegister, 6050)         \
   XX(cuMemHostGetDevicePointer, 3020) \
 
 /* Optional: resolved only when the driver is new enough. */
@@ -62,16 +64,39 @@ struct uvcuda__driver {
 /* Filled once by uvcuda_driver_load(); read-only afterwards. */
 extern struct uvcuda__driver uvcuda__drv;
 
-/* Capability bits from the one-time probe. */
-struct uvcuda__caps {
-  int memops32, memops64, host_task_sync, device_count;
-};
-const struct uvcuda__caps *uvcuda__driver_caps(void);
-
 /* Number of entries in the table (tests compare it with what resolved). */
 int uvcuda__driver_table_size(void);
 const char *uvcuda__driver_table_name(int i);
 int uvcuda__driver_table_version(int i);
 int uvcuda__driver_table_resolved(int i);
+/* Whether uvcuda_driver_load succeeded; the load's path. */
+int uvcuda__driver_loaded(void);
+const char *uvcuda__driver_path(void);
+int uvcuda__driver_simulated(void);
+
+/* The frame of every driver call uvcuda makes on its own behalf: the
+ * context it needs is made current, and the thread's stream-capture
+ * interaction mode is RELAXED for the duration. On the H200, a query or a
+ * cuMemHostRegister from any thread in the default (GLOBAL) mode
+ * invalidated another thread's capture; a RELAXED thread's calls do not. */
+struct uvcuda__drvscope {
+  CUcontext prev;
+  CUcontext want;
+  CUstreamCaptureMode mode;
+};
+
+static inline void uvcuda__drv_enter(struct uvcuda__drvscope *s, CUcontext c) {
+  s->prev = NULL;
+  s->want = c;
+  uvcuda__drv.cuCtxGetCurrent(&s->prev);
+  if (s->prev != c) uvcuda__drv.cuCtxSetCurrent(c);
+  s->mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode);
+}
+
+static inline void uvcuda__drv_leave(struct uvcuda__drvscope *s) {
+  uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode);
+  if (s->prev != s->want) uvcuda__drv.cuCtxSetCurrent(s->prev);
+}
 
 #endif

@@ -1,11 +1,8 @@
 /* Error names and messages, from one table (as libuv's uv-common.c). */
-#include "internal.h"
+#include "driver.h"
+#include "error.h"
 
 #include <stdio.h>
-
-int uvcuda__from_cuda(CUresult r) {
-  return r == CUDA_SUCCESS ? 0 : UVCUDA_ECUDA(r);
-}
 
 /* A device op may return a CUresult (positive) or a uvcuda error. */
 int uvcuda__op_result(int r) {

@@ -2,7 +2,7 @@
  * ticket and the loop's port, both owned by uvcuda, never a future: a
  * future may be closed and freed while its host function is still queued.
  * Once the loop has closed, a ticket that runs frees itself. */
-#include "internal.h"
+#include "hostfn.h"
 
 #include <stdlib.h>
 
@@ -15,11 +15,11 @@ struct uvcuda__port *uvcuda__port_new(uv_async_t *async) {
   }
   p->async = async;
   p->refs = 1;
+  uvcuda__queue_init(&p->done);
+  uvcuda__queue_init(&p->out);
+  uvcuda__queue_init(&p->onode);
   return p;
 }
-
-/* Caller holds p->mu; returns nonzero when the port must be freed. */
-static int unref_locked(struct uvcuda__port *p) { return --p->refs == 0; }
 
 /* Closed ports whose tickets have not all run. After a device fault the
  * driver never runs queued host functions and never says so; their tickets
@@ -27,25 +27,21 @@ static int unref_locked(struct uvcuda__port *p) { return --p->refs == 0; }
  * under a host function that might still run. */
 static uv_mutex_t orphans_mu;
 static uv_once_t orphans_once = UV_ONCE_INIT;
-static struct uvcuda__port *orphans;
+static struct uvcuda__queue orphans;
 
-static void orphans_init(void) { uv_mutex_init(&orphans_mu); }
+static void orphans_init(void) {
+  if (uv_mutex_init(&orphans_mu) != 0) abort();
+  uvcuda__queue_init(&orphans);
+}
 
 static void port_free(struct uvcuda__port *p) {
-  if (p->orphan) {
+  if (!uvcuda__queue_empty(&p->onode)) {
     uv_mutex_lock(&orphans_mu);
-    if (p->oprev) p->oprev->onext = p->onext; else orphans = p->onext;
-    if (p->onext) p->onext->oprev = p->oprev;
+    uvcuda__queue_remove(&p->onode);
     uv_mutex_unlock(&orphans_mu);
   }
   uv_mutex_destroy(&p->mu);
   free(p);
-}
-
-static void unlink_out(struct uvcuda__port *p, struct uvcuda__ticket *t) {
-  if (t->prev) t->prev->next = t->next; else p->out = t->next;
-  if (t->next) t->next->prev = t->prev;
-  t->next = t->prev = NULL;
 }
 
 struct uvcuda__ticket *uvcuda__ticket_new(struct uvcuda__port *p,
@@ -57,13 +53,10 @@ struct uvcuda__ticket *uvcuda__ticket_new(struct uvcuda__port *p,
   t->tl = tl;
   t->seq = seq;
   t->seen_ns = 0;
-  t->prev = NULL;
   uv_mutex_lock(&p->mu);
   /* Outstanding tickets stay linked from the port so that tickets a dead
    * context never runs remain reachable rather than lost. */
-  t->next = p->out;
-  if (p->out) p->out->prev = t;
-  p->out = t;
+  uvcuda__queue_insert_tail(&p->out, &t->node);
   p->refs++;
   uv_mutex_unlock(&p->mu);
   return t;
@@ -72,7 +65,7 @@ struct uvcuda__ticket *uvcuda__ticket_new(struct uvcuda__port *p,
 void uvcuda__ticket_abort(struct uvcuda__ticket *t) {
   struct uvcuda__port *p = t->port;
   uv_mutex_lock(&p->mu);
-  unlink_out(p, t);
+  uvcuda__queue_remove(&t->node);
   p->refs--; /* the loop still holds its own reference */
   uv_mutex_unlock(&p->mu);
   free(t);
@@ -86,33 +79,23 @@ void CUDA_CB uvcuda__hostfn(void *arg) {
 
   t->seen_ns = uv_hrtime(); /* for uvcuda_future_timing; ~20 ns */
   uv_mutex_lock(&p->mu);
-  unlink_out(p, t);
+  uvcuda__queue_remove(&t->node);
   if (p->async != NULL) {
-    t->next = p->done;
-    p->done = t;
+    uvcuda__queue_insert_tail(&p->done, &t->node);
     uv_async_send(p->async); /* under the lock: the loop can't close it */
     uv_mutex_unlock(&p->mu);
     return;
   }
-  dead = unref_locked(p);
+  dead = --p->refs == 0;
   uv_mutex_unlock(&p->mu);
   free(t);
   if (dead) port_free(p);
 }
 
-/* The list comes back newest first; reverse it to stream order. */
-struct uvcuda__ticket *uvcuda__port_drain(struct uvcuda__port *p) {
-  struct uvcuda__ticket *t, *next, *rev = NULL;
+void uvcuda__port_drain(struct uvcuda__port *p, struct uvcuda__queue *out) {
   uv_mutex_lock(&p->mu);
-  t = p->done;
-  p->done = NULL;
+  uvcuda__queue_move(&p->done, out);
   uv_mutex_unlock(&p->mu);
-  for (; t; t = next) {
-    next = t->next;
-    t->next = rev;
-    rev = t;
-  }
-  return rev;
 }
 
 void uvcuda__ticket_release(struct uvcuda__ticket *t) {
@@ -124,27 +107,22 @@ void uvcuda__ticket_release(struct uvcuda__ticket *t) {
 }
 
 void uvcuda__port_close(struct uvcuda__port *p) {
-  struct uvcuda__ticket *t, *next;
+  struct uvcuda__queue *q;
   int dead;
 
   uv_mutex_lock(&p->mu);
   p->async = NULL;
-  t = p->done;
-  p->done = NULL;
-  for (; t; t = next) { /* ran but never drained */
-    next = t->next;
+  while (!uvcuda__queue_empty(&p->done)) { /* ran but never drained */
+    q = uvcuda__queue_head(&p->done);
+    uvcuda__queue_remove(q);
     p->refs--;
-    free(t);
+    free(uvcuda__queue_data(q, struct uvcuda__ticket, node));
   }
-  dead = unref_locked(p);
+  dead = --p->refs == 0;
   if (!dead) {
     uv_once(&orphans_once, orphans_init);
     uv_mutex_lock(&orphans_mu);
-    p->orphan = 1;
-    p->oprev = NULL;
-    p->onext = orphans;
-    if (orphans) orphans->oprev = p;
-    orphans = p;
+    uvcuda__queue_insert_tail(&orphans, &p->onode);
     uv_mutex_unlock(&orphans_mu);
   }
   uv_mutex_unlock(&p->mu);

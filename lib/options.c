@@ -1,6 +1,6 @@
 /* Options: defaults, environment, validation. The option wins over the
  * environment; a bad value in either is an error, never ignored. */
-#include "internal.h"
+#include "options.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -41,7 +41,7 @@ static int c_loads(void *arg) {
   CHECK(strstr(info.path, "simcuda") != NULL);
   /* Every required entry resolved, at its table version. */
   CHECK(uvcuda__drv.cuInit && uvcuda__drv.cuStreamWriteValue64 &&
-        uvcuda__drv.cuStreamIsCapturing && uvcuda__drv.cuMemHostAlloc);
+        uvcuda__drv.cuStreamIsCapturing && uvcuda__drv.cuMemHostRegister);
   CHECK(uvcuda__drv.cuLaunchHostFunc_v2 == NULL);
   CHECK(uvcuda__driver_table_size() > 20);
   for (i = 0; i < uvcuda__driver_table_size(); i++) {

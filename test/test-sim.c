@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "counter.h"
+#include "loop.h"
 #include "simcuda.h"
 
 typedef struct {
@@ -103,19 +104,18 @@ static void only_32_bit_memops(void **state) {
 
 /* 32-bit counters compare wrap-safe against the 64-bit sequence. */
 static void counter_32_wraps(void **state) {
-  struct uvcuda__timeline tl;
+  const int m = UVCUDA__COUNTER_MEM32;
   uint32_t slot;
   (void)state;
-  memset(&tl, 0, sizeof(tl));
-  tl.mode = UVCUDA__TL_MEM32;
-  tl.slot = &slot;
-  tl.next_seq = 0x100000005ull;
   slot = 3; /* seq 0x100000003 landed; the low word wrapped */
-  assert_int_equal(uvcuda__tl_done(NULL, &tl), 0x100000003ull);
+  assert_true(uvcuda__counter_passed(uvcuda__counter_load(&slot, m), m, 0x100000003ull));
+  assert_true(uvcuda__counter_passed(uvcuda__counter_load(&slot, m), m, 0xfffffffeull));
+  assert_false(uvcuda__counter_passed(uvcuda__counter_load(&slot, m), m, 0x100000004ull));
   slot = 0xfffffffeu; /* seq 0xfffffffe, before the wrap */
-  assert_int_equal(uvcuda__tl_done(NULL, &tl), 0xfffffffeull);
+  assert_true(uvcuda__counter_passed(uvcuda__counter_load(&slot, m), m, 0xfffffffeull));
+  assert_false(uvcuda__counter_passed(uvcuda__counter_load(&slot, m), m, 0x100000001ull));
   slot = 5;
-  assert_int_equal(uvcuda__tl_done(NULL, &tl), 0x100000005ull);
+  assert_true(uvcuda__counter_passed(uvcuda__counter_load(&slot, m), m, 0x100000005ull));
 }
 
 /* ---- enqueue failures and exhausted resources are values ---- */
@@ -145,18 +145,29 @@ static void enqueue_failures_reach_the_callback(void **state) {
   tu_stream_destroy(s);
 }
 
+/* Counter pages are registered per CUDA context: a fresh context's first
+ * stream needs one, and a registration that fails is that future's error. */
 static void pinned_memory_exhausted(void **state) {
+  PFN_cuCtxCreate_v3020 ctx_create;
+  PFN_cuCtxDestroy_v4000 ctx_destroy;
   uv_loop_t uv;
   uvcuda_loop_t ul;
-  CUstream s = tu_stream();
+  CUcontext c;
+  CUstream s;
   (void)state;
+  TU_OK(uvcuda_driver_symbol("cuCtxCreate", 3020, (void **)&ctx_create));
+  TU_OK(uvcuda_driver_symbol("cuCtxDestroy", 4000, (void **)&ctx_destroy));
+  TU_CU(ctx_create(&c, 0, 0));
+  TU_CU(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
-  simcuda_fail("cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, 1);
+  simcuda_fail("cuMemHostRegister", CUDA_ERROR_OUT_OF_MEMORY, 1);
   assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
   assert_int_equal(await_one(&uv, &ul, s), 0);
   fini_loop(&uv, &ul);
   teardown_failures();
-  tu_stream_destroy(s);
+  TU_CU(tu.cuStreamDestroy(s));
+  TU_CU(ctx_destroy(c));
+  TU_CU(tu.cuCtxSetCurrent(tu_ctx));
 }
 
 static void invalid_stream_handle(void **state) {
@@ -333,7 +344,7 @@ static void wakeup_cost_is_per_fired_timeline(void **state) {
   f.data = &r;
   TU_OK(uvcuda_loop_stats(&ul, &st));
   wakeups0 = st.reactor_wakeups;
-  h0 = ul.internal_->harvests;
+  h0 = ul.internal_->tls.harvests;
   for (i = 0; i < RUNS; i++) {
     uint64_t end = tu_now_ns() + 5000000000ull;
     TU_OK(uvcuda_future_start(&f, s, NULL, on_rec));
@@ -346,9 +357,9 @@ static void wakeup_cost_is_per_fired_timeline(void **state) {
   assert_int_equal(hr.calls, 0);
   /* At most a few timelines per wakeup; looking at every timeline would
    * be over 200 per wakeup. */
-  if (ul.internal_->harvests - h0 > 4 * (st.reactor_wakeups - wakeups0))
+  if (ul.internal_->tls.harvests - h0 > 4 * (st.reactor_wakeups - wakeups0))
     fail_msg("%llu harvests over %llu wakeups with %d timelines held",
-             (unsigned long long)(ul.internal_->harvests - h0),
+             (unsigned long long)(ul.internal_->tls.harvests - h0),
              (unsigned long long)(st.reactor_wakeups - wakeups0), HELD);
   tu_gate_open(&g);
   tu_run(&uv, 10000);
@@ -372,11 +383,11 @@ static void on_tick(uv_timer_t *t) {
   tick_count++;
 }
 
-/* The reactor's probe (cuStreamQuery of stream a) blocks inside the
- * driver. The loop thread must still arm futures, run its other handles
- * and spin; a future on stream a that completes meanwhile is delivered only
- * after the probe returns (its callback could destroy a), one on another
- * stream at once. */
+/* The reactor's fault probe (a cuStreamQuery of uvcuda's own stream)
+ * blocks inside the driver. The loop thread must still arm futures, run
+ * its other handles and spin; futures that complete in the spin are
+ * delivered at once, on every stream. Only armed futures wait: the reactor
+ * that reads their counters is stuck. */
 static void stuck_probe_never_blocks_the_loop(void **state) {
   uv_loop_t uv;
   uvcuda_loop_t ul;
@@ -412,7 +423,7 @@ static void stuck_probe_never_blocks_the_loop(void **state) {
   fb.data = &rb;
   TU_OK(uvcuda_future_start(&fb, b, NULL, on_rec));
   /* Futures that complete in the spin while the probe is stuck: fa2 on
-   * the probed stream (and fa ahead of it), fc on another one. */
+   * stream a (and fa ahead of it), fc on another one. */
   tu_gate_open(&g);
   ul.internal_->opts.spin_budget_ns = 1000000000ull;
   TU_OK(uvcuda_future_init(&ul, &fa2));
@@ -428,18 +439,15 @@ static void stuck_probe_never_blocks_the_loop(void **state) {
   end = tu_now_ns() + 100000000ull; /* 100 ms of loop */
   while (tu_now_ns() < end) uv_run(&uv, UV_RUN_NOWAIT);
   assert_true(tick_count >= 10); /* the loop ran its timer all along */
-  assert_int_equal(rc.calls, 1);  /* another stream: delivered */
-  assert_int_equal(ra.calls + ra2.calls, 0); /* done, held back */
-  assert_int_equal(uvcuda_future_state(&fa2), UVCUDA_FUTURE_COMPLETE);
-  assert_int_equal(uvcuda_future_state(&fa), UVCUDA_FUTURE_COMPLETE);
+  assert_int_equal(rc.calls, 1);
+  assert_int_equal(ra.calls, 1);
+  assert_int_equal(ra2.calls, 1);
   assert_int_equal(rb.calls, 0); /* armed: the reactor is stuck */
+  assert_int_equal(simcuda_held_calls("cuStreamQuery"), 1);
 
   simcuda_hold_calls("cuStreamQuery", 0);
   end = tu_now_ns() + 5000000000ull;
-  while ((ra2.calls == 0 || rb.calls == 0) && tu_now_ns() < end)
-    uv_run(&uv, UV_RUN_ONCE);
-  assert_int_equal(ra.calls, 1);
-  assert_int_equal(ra2.calls, 1);
+  while (rb.calls == 0 && tu_now_ns() < end) uv_run(&uv, UV_RUN_ONCE);
   assert_int_equal(rb.calls, 1);
   assert_int_equal(ra.status | ra2.status | rb.status | rc.status, 0);
   uv_close((uv_handle_t *)&tick, NULL);
@@ -457,9 +465,19 @@ static void stuck_probe_never_blocks_the_loop(void **state) {
 
 /* ---- closing a loop never waits for the device ---- */
 
-static void *hold_free_host(void *arg) {
+static void *hold_frees(void *arg) {
   (void)arg;
-  simcuda_hold_calls("cuMemFreeHost", 1); /* every other thread waits */
+  /* Every other thread now waits inside these calls, as a real GPU makes
+   * them wait while the device (or the context) is busy. */
+  simcuda_hold_calls("cuMemFreeHost", 1);
+  simcuda_hold_calls("cuMemHostUnregister", 1);
+  return NULL;
+}
+
+static void *release_frees(void *arg) {
+  (void)arg;
+  simcuda_hold_calls("cuMemFreeHost", 0);
+  simcuda_hold_calls("cuMemHostUnregister", 0);
   return NULL;
 }
 
@@ -469,40 +487,40 @@ static void on_loop_closed(uvcuda_loop_t *ul) {
   closed_flag = 1;
 }
 
-/* cuMemFreeHost waits for the whole device to go idle on a real GPU. Loop
- * B closes while cuMemFreeHost would block: its close must finish anyway
- * (the reactor, kept by loop A, frees B's pinned counters). */
+/* Freeing pinned memory waits for the device on a real GPU (on the H200,
+ * cuMemHostUnregister behind a 1 s kernel took 1 s). Loop B closes with
+ * counters to give back while those calls would block: its close must
+ * finish, no thread may call them, and loop A keeps completing. */
 static void loop_close_never_waits_for_the_device(void **state) {
   uv_loop_t ua, ub;
   uvcuda_loop_t la, lb;
-  CUstream s = tu_stream();
+  CUstream s = tu_stream(), s2 = tu_stream();
   pthread_t t;
-  uint64_t end, frees0;
+  uint64_t frees0, unregs0;
   (void)state;
 
   init_loop(&ua, &la, UVCUDA_COMPLETION_AUTO);
   init_loop(&ub, &lb, UVCUDA_COMPLETION_AUTO);
-  assert_int_equal(await_one(&ub, &lb, s), 0); /* B has a page of counters */
+  assert_int_equal(await_one(&ub, &lb, s), 0); /* B has counters */
+  assert_int_equal(await_one(&ub, &lb, s2), 0);
   frees0 = simcuda_call_count("cuMemFreeHost");
-  assert_int_equal(pthread_create(&t, NULL, hold_free_host, NULL), 0);
+  unregs0 = simcuda_call_count("cuMemHostUnregister");
+  assert_int_equal(pthread_create(&t, NULL, hold_frees, NULL), 0);
   pthread_join(t, NULL);
   closed_flag = 0;
   TU_OK(uvcuda_loop_close(&lb, on_loop_closed));
   tu_run_until(&ub, &closed_flag, 5000);
   assert_int_equal(closed_flag, 1);
   assert_int_equal(uv_loop_close(&ub), 0);
-  end = tu_now_ns() + 5000000000ull;
-  while (simcuda_held_calls("cuMemFreeHost") == 0 && tu_now_ns() < end)
-    usleep(1000);
-  assert_int_equal(simcuda_held_calls("cuMemFreeHost"), 1); /* the reactor */
-  simcuda_hold_calls("cuMemFreeHost", 0);
-  end = tu_now_ns() + 5000000000ull;
-  while (simcuda_call_count("cuMemFreeHost") == frees0 && tu_now_ns() < end)
-    usleep(1000);
-  assert_int_equal(simcuda_call_count("cuMemFreeHost"), frees0 + 1);
   assert_int_equal(await_one(&ua, &la, s), 0); /* A is unharmed */
+  assert_int_equal(await_one(&ua, &la, s2), 0);
   fini_loop(&ua, &la);
+  assert_int_equal(simcuda_call_count("cuMemFreeHost"), frees0);
+  assert_int_equal(simcuda_call_count("cuMemHostUnregister"), unregs0);
+  assert_int_equal(pthread_create(&t, NULL, release_frees, NULL), 0);
+  pthread_join(t, NULL);
   tu_stream_destroy(s);
+  tu_stream_destroy(s2);
 }
 
 int main(void) {

@@ -1,0 +1,129 @@
+/* The process-wide registry of CUDA context records. Records are never
+ * freed: a handle (and a pointer held by any loop or the reactor) stays
+ * valid, and a context's counters must outlive every write due to them. */
+#include "context.h"
+
+#include <stdlib.h>
+
+static uv_once_t reg_once = UV_ONCE_INIT;
+static uv_mutex_t reg_mu;
+static struct uvcuda__queue reg;
+static atomic_uint epoch;
+
+static void reg_init(void) {
+  if (uv_mutex_init(&reg_mu) != 0) abort();
+  uvcuda__queue_init(&reg);
+}
+
+static struct uvcuda__context *find(unsigned long long id) {
+  struct uvcuda__queue *q;
+  uvcuda__queue_foreach(q, &reg) {
+    struct uvcuda__context *x = uvcuda__queue_data(q, struct uvcuda__context, node);
+    if (x->id == id) return x;
+  }
+  return NULL;
+}
+
+static int create(CUcontext c, unsigned long long id,
+                  struct uvcuda__context **out) {
+  struct uvcuda__context *x = calloc(1, sizeof(*x));
+  struct uvcuda__drvscope sc;
+  CUresult r;
+
+  if (x == NULL) return UVCUDA_ENOMEM;
+  if (uv_mutex_init(&x->mu) != 0) {
+    free(x);
+    return UVCUDA_ENOMEM;
+  }
+  uvcuda__drv_enter(&sc, c);
+  r = uvcuda__drv.cuStreamCreate(&x->probe, CU_STREAM_NON_BLOCKING);
+  uvcuda__drv_leave(&sc);
+  if (r != CUDA_SUCCESS) {
+    uv_mutex_destroy(&x->mu);
+    free(x);
+    return UVCUDA_ECUDA(r);
+  }
+  x->id = id;
+  x->cuctx = c;
+  atomic_init(&x->fault, 0);
+  atomic_init(&x->next_probe_ns, 0);
+  uvcuda__counter_pool_init(&x->counters);
+  uvcuda__queue_init(&x->probe_node);
+  uvcuda__queue_insert_tail(&reg, &x->node);
+  *out = x;
+  return 0;
+}
+
+int uvcuda__context_get(CUcontext c, struct uvcuda__context **out) {
+  unsigned long long id;
+  CUresult r;
+  int err = 0;
+
+  r = uvcuda__drv.cuCtxGetId(c, &id);
+  if (r != CUDA_SUCCESS) return UVCUDA_ECUDA(r);
+  uv_once(&reg_once, reg_init);
+  uv_mutex_lock(&reg_mu);
+  if ((*out = find(id)) == NULL) err = create(c, id, out);
+  uv_mutex_unlock(&reg_mu);
+  return err;
+}
+
+unsigned uvcuda__context_epoch(void) {
+  return atomic_load_explicit(&epoch, memory_order_acquire);
+}
+
+int uvcuda__context_probe(struct uvcuda__context *x, uint64_t now,
+                          uint64_t interval) {
+  struct uvcuda__drvscope sc;
+  uint64_t due;
+  int f = uvcuda__context_fault(x), none = 0;
+  CUresult r;
+
+  if (f != 0) return f;
+  due = atomic_load_explicit(&x->next_probe_ns, memory_order_relaxed);
+  if (now < due) return 0;
+  /* One prober per interval, whichever thread comes first. */
+  if (!atomic_compare_exchange_strong(&x->next_probe_ns, &due, now + interval))
+    return 0;
+  uvcuda__drv_enter(&sc, x->cuctx);
+  r = uvcuda__drv.cuStreamQuery(x->probe);
+  uvcuda__drv_leave(&sc);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) return 0;
+  if (atomic_compare_exchange_strong(&x->fault, &none, (int)r))
+    atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
+  return uvcuda__context_fault(x);
+}
+
+int uvcuda__context_counter_get(struct uvcuda__context *x,
+                                struct uvcuda__counter *c) {
+  struct uvcuda__drvscope sc;
+  int err;
+  uv_mutex_lock(&x->mu);
+  uvcuda__drv_enter(&sc, x->cuctx); /* a new page is registered in x */
+  err = uvcuda__counter_get(&x->counters, c);
+  uvcuda__drv_leave(&sc);
+  uv_mutex_unlock(&x->mu);
+  return err;
+}
+
+void uvcuda__context_counter_put(struct uvcuda__context *x,
+                                 struct uvcuda__counter *c, int mode,
+                                 uint64_t expect) {
+  uv_mutex_lock(&x->mu);
+  uvcuda__counter_put(&x->counters, c, mode, expect);
+  uv_mutex_unlock(&x->mu);
+}
+
+CUevent uvcuda__context_event_get(struct uvcuda__context *x) {
+  CUevent ev;
+  uv_mutex_lock(&x->mu);
+  ev = uvcuda__evpool_get(&x->events);
+  uv_mutex_unlock(&x->mu);
+  return ev;
+}
+
+void uvcuda__context_event_put(struct uvcuda__context *x, CUevent ev) {
+  uv_mutex_lock(&x->mu);
+  uvcuda__evpool_put(&x->events, ev);
+  uv_mutex_unlock(&x->mu);
+}

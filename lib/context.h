@@ -1,0 +1,65 @@
+/* CUDA contexts as uvcuda sees them: one process-wide record per context
+ * (found by cuCtxGetId, which is unique per context creation, unlike the
+ * handle), shared by every loop. A record owns what uvcuda keeps in that
+ * context: its counter pages, spare events, and a private idle stream.
+ *
+ * Sticky faults are found by querying the private stream, never a user
+ * stream: querying a user's stream could break a capture it began, or
+ * touch a stream destroyed since (a crash in libcuda on the H200). On the
+ * H200 an idle stream reported a fault as soon as any stream did. A fault
+ * found here is kept in the record and bumps a process-wide epoch that
+ * loops compare each pass. */
+#ifndef UVCUDA_CONTEXT_H
+#define UVCUDA_CONTEXT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "counter.h"
+#include "driver.h"
+#include "evpool.h"
+#include "queue.h"
+
+struct uvcuda__context {
+  struct uvcuda__queue node; /* the registry; records live until exit */
+  unsigned long long id;
+  CUcontext cuctx;
+  CUstream probe;             /* private and idle: queried for faults */
+  atomic_int fault;           /* 0, or the sticky CUresult found */
+  _Atomic uint64_t next_probe_ns;
+  uv_mutex_t mu;              /* counters, events */
+  struct uvcuda__counter_pool counters;
+  struct uvcuda__evpool events;
+  /* The reactor thread's own: which records one probe round takes. */
+  unsigned probe_stamp;
+  struct uvcuda__queue probe_node;
+};
+
+/* The record of context c, made on first use (then it creates the private
+ * stream, with c current). */
+int uvcuda__context_get(CUcontext c, struct uvcuda__context **out);
+
+/* 0 or the sticky CUresult found in x. Any thread. */
+static inline int uvcuda__context_fault(struct uvcuda__context *x) {
+  return atomic_load_explicit(&x->fault, memory_order_acquire);
+}
+
+/* Queries x's private stream if `interval` ns passed since its last query
+ * by any thread; returns 0 or the sticky CUresult. Any thread. */
+int uvcuda__context_probe(struct uvcuda__context *x, uint64_t now,
+                          uint64_t interval);
+
+/* Bumped each time a record turns faulted. Any thread. */
+unsigned uvcuda__context_epoch(void);
+
+/* Counters and events of x (its lock is taken here). counter_get needs
+ * no context current; event_get/put run with x's context current. */
+int uvcuda__context_counter_get(struct uvcuda__context *x,
+                                struct uvcuda__counter *c);
+void uvcuda__context_counter_put(struct uvcuda__context *x,
+                                 struct uvcuda__counter *c, int mode,
+                                 uint64_t expect);
+CUevent uvcuda__context_event_get(struct uvcuda__context *x);
+void uvcuda__context_event_put(struct uvcuda__context *x, CUevent ev);
+
+#endif

@@ -1,0 +1,185 @@
+/* The loop's passes: the async callback (the reactor or a host function
+ * rang), the idle callback (spin, POLL, deliveries), and the settle and
+ * delivery steps both end with. Callbacks only ever run from here, never
+ * from inside a uvcuda call. */
+#include "loop.h"
+
+#include "deliver.h"
+
+#define loop_of(h, field) uvcuda__queue_data(h, struct uvcuda__loop, field)
+#define tl_of_touch(q) uvcuda__queue_data(q, struct uvcuda__timeline, touch_node)
+
+static void on_idle(uv_idle_t *h);
+
+void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
+  int want_idle, want_ref;
+  if (l->port == NULL) return; /* closing: the handles are being closed */
+  want_idle = uvcuda__spin_busy(&l->spin) || !uvcuda__queue_empty(&l->dq) ||
+              !uvcuda__queue_empty(&l->cq) ||
+              (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
+  if (want_idle != l->idle_on) {
+    l->idle_on = want_idle;
+    if (want_idle) uv_idle_start(&l->idle, on_idle);
+    else uv_idle_stop(&l->idle);
+  }
+  /* Only pending futures keep the loop alive (as libuv's own requests). */
+  want_ref = l->nactive > 0;
+  if (want_ref != l->async_ref) {
+    l->async_ref = want_ref;
+    if (want_ref) uv_ref((uv_handle_t *)&l->async);
+    else uv_unref((uv_handle_t *)&l->async);
+  }
+}
+
+void uvcuda__loop_settle(struct uvcuda__loop *l) {
+  struct uvcuda__queue *q;
+  int locked = 0;
+
+  /* One locked batch for every watch that changed. */
+  if (l->reactor_attached) {
+    uvcuda__queue_foreach(q, &l->tls.touched) {
+      struct uvcuda__timeline *tl = tl_of_touch(q);
+      uint64_t want = uvcuda__tl_watch_want(&l->tls, tl);
+      if (want == tl->watched) continue;
+      if (!locked) {
+        uvcuda__reactor_sync_begin(&l->rc);
+        locked = 1;
+      }
+      uvcuda__reactor_watch(&l->rc, &tl->watch, want);
+      tl->watched = want;
+    }
+    if (locked) uvcuda__reactor_sync_end(&l->rc);
+  }
+  while (!uvcuda__queue_empty(&l->tls.touched)) {
+    q = uvcuda__queue_head(&l->tls.touched);
+    uvcuda__queue_remove(q);
+    uvcuda__tl_retire(&l->tls, tl_of_touch(q));
+  }
+  if (!uvcuda__queue_empty(&l->tls.draining)) uvcuda__tl_reap(&l->tls);
+}
+
+static void record_latency(struct uvcuda__loop *l, uvcuda_future_t *f) {
+  uint64_t d = uv_hrtime() - f->start_ns_;
+  int b = d < 2 ? 0 : 63 - __builtin_clzll(d);
+  if (b >= UVCUDA_HIST_BUCKETS) b = UVCUDA_HIST_BUCKETS - 1;
+  l->stats.latency_hist[b]++;
+}
+
+/* Runs the callbacks queued before this pass; what they queue waits for
+ * the next pass, so a callback that restarts a failing future can't spin
+ * the loop here. */
+static void deliver(struct uvcuda__loop *l) {
+  struct uvcuda__queue run, *q;
+  uvcuda_future_t *f;
+  int status;
+
+  uvcuda__queue_init(&run);
+  uvcuda__queue_move(&l->dq, &run);
+  while (!uvcuda__queue_empty(&run)) {
+    q = uvcuda__queue_head(&run);
+    uvcuda__queue_remove(q);
+    f = uvcuda__queue_data(q, uvcuda_future_t, q_node_);
+    uvcuda__spin_forget(f);
+    status = f->status_;
+    l->nactive--;
+    if (status == UVCUDA_ECANCELED) l->stats.cancelled++;
+    else if (status != 0) l->stats.failed++;
+    if (l->opts.flags & UVCUDA_OPT_LATENCY_HISTOGRAM) record_latency(l, f);
+    if (l->opts.flags & UVCUDA_OPT_TIMING) f->callback_ns_ = uv_hrtime();
+    if (f->closing_) {
+      f->state_ = UVCUDA_FUTURE_CLOSING;
+      f->cb_(f, status);
+      uvcuda__queue_insert_tail(&l->cq, &f->q_node_);
+    } else {
+      f->state_ = UVCUDA_FUTURE_IDLE;
+      f->cb_(f, status);
+    }
+  }
+
+  uvcuda__queue_move(&l->cq, &run);
+  while (!uvcuda__queue_empty(&run)) {
+    q = uvcuda__queue_head(&run);
+    uvcuda__queue_remove(q);
+    f = uvcuda__queue_data(q, uvcuda_future_t, q_node_);
+    f->state_ = UVCUDA_FUTURE_CLOSED;
+    f->magic_ = 0;
+    l->nfutures--;
+    if (f->close_cb_) f->close_cb_(f);
+  }
+}
+
+/* A context turned faulted somewhere in the process: its futures here
+ * fail now, since no marker of it will land. */
+static void check_faults(struct uvcuda__loop *l) {
+  unsigned e = uvcuda__context_epoch();
+  if (e == l->epoch) return;
+  l->epoch = e;
+  uvcuda__tl_fail_faulted(&l->tls);
+}
+
+static void after_pass(struct uvcuda__loop *l) {
+  check_faults(l);
+  uvcuda__loop_settle(l);
+  deliver(l);
+  uvcuda__loop_update_handles(l);
+}
+
+static void on_async(uv_async_t *h) {
+  struct uvcuda__loop *l = loop_of(h, async);
+  struct uvcuda__queue fired, done, *q;
+
+  if (atomic_exchange_explicit(&l->rc.rang, 0, memory_order_relaxed))
+    l->stats.reactor_wakeups++;
+  uvcuda__queue_init(&done);
+  uvcuda__port_drain(l->port, &done);
+  if (!uvcuda__queue_empty(&done)) l->stats.hostfn_wakeups++;
+  uvcuda__tl_tickets(&l->tls, &done);
+  if (l->reactor_attached) {
+    uvcuda__queue_init(&fired);
+    uvcuda__reactor_take_fired(&l->rc, &fired);
+    while (!uvcuda__queue_empty(&fired)) {
+      struct uvcuda__watch *w;
+      struct uvcuda__timeline *tl;
+      q = uvcuda__queue_head(&fired);
+      uvcuda__queue_remove(q);
+      w = uvcuda__queue_data(q, struct uvcuda__watch, node);
+      tl = uvcuda__tl_of_watch(w);
+      tl->seen_ns = w->seen_ns;
+      tl->watched = 0; /* the reactor let it go; settle re-arms */
+      uvcuda__tl_touch(&l->tls, tl);
+    }
+  }
+  /* The timelines this wakeup concerns, not every one the loop has. */
+  uvcuda__queue_foreach(q, &l->tls.touched)
+    uvcuda__tl_harvest(&l->tls, tl_of_touch(q), UVCUDA__SEEN_WAKE);
+  after_pass(l);
+}
+
+/* POLL: a counter read per timeline with futures, every pass, and a probe
+ * of their contexts every probe interval. */
+static void poll_active(struct uvcuda__loop *l, uint64_t now) {
+  struct uvcuda__queue *q, *next;
+  for (q = l->tls.active.next; q != &l->tls.active; q = next) {
+    struct uvcuda__timeline *tl =
+        uvcuda__queue_data(q, struct uvcuda__timeline, lnode);
+    next = q->next;
+    if (uvcuda__queue_empty(&tl->futures)) continue;
+    uvcuda__context_probe(tl->ctx, now, l->opts.probe_interval_ns);
+    uvcuda__tl_harvest(&l->tls, tl, UVCUDA__SEEN_POLL);
+  }
+}
+
+static void on_idle(uv_idle_t *h) {
+  struct uvcuda__loop *l = loop_of(h, idle);
+  uint64_t now = uv_hrtime();
+
+  uvcuda__spin_pass(&l->spin, &l->tls, now, l->opts.probe_interval_ns);
+  if (l->opts.completion == UVCUDA_COMPLETION_POLL) poll_active(l, now);
+  after_pass(l);
+}
+
+void uvcuda__loop_handles_init(struct uvcuda__loop *l) {
+  uv_async_init(l->uv, &l->async, on_async);
+  uv_unref((uv_handle_t *)&l->async);
+  uv_idle_init(l->uv, &l->idle);
+}

@@ -1,0 +1,48 @@
+/* The reactor: one thread per process that reads the counters of armed
+ * watches and rings the owning loop's uv_async_t once one has passed its
+ * threshold; it also probes, every probe interval, the CUDA contexts of the
+ * watches it holds, and rings every loop when any context turns faulted. */
+#ifndef UVCUDA_REACTOR_H
+#define UVCUDA_REACTOR_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "driver.h"
+#include "queue.h"
+#include "watch.h"
+
+/* A loop as the reactor sees it. The queues are guarded by the reactor's
+ * lock; the rest is set before attach. */
+struct uvcuda__rclient {
+  struct uvcuda__queue node;   /* the reactor's clients */
+  struct uvcuda__queue armed;  /* watches with a counter to read */
+  struct uvcuda__queue probed; /* host-function watches: contexts to probe */
+  struct uvcuda__queue fired;  /* passed; the loop takes them when rung */
+  uv_async_t *async;
+  atomic_int rang; /* the reactor rang since the loop last looked */
+  uint64_t spin_ns, yield_ns, sleep_max_ns, probe_ns; /* back-off */
+  int timing;      /* stamp watches' seen_ns */
+};
+
+/* Starts the thread for the first client. Loop thread. */
+int uvcuda__reactor_attach(struct uvcuda__rclient *c);
+/* From here the reactor never touches c or its watches; the last client
+ * joins the thread. Loop thread. */
+void uvcuda__reactor_detach(struct uvcuda__rclient *c);
+
+/* Watch changes come in batches, under the reactor lock:
+ * begin; watch(w, threshold) or watch(w, 0) to stop watching w; end. */
+void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c);
+void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
+                           uint64_t threshold);
+void uvcuda__reactor_sync_end(struct uvcuda__rclient *c);
+
+/* Moves c's fired watches onto `out` (each stays off the reactor's queues
+ * once the caller unlinks it from `out`). */
+void uvcuda__reactor_take_fired(struct uvcuda__rclient *c,
+                                struct uvcuda__queue *out);
+
+int uvcuda__reactor_running(void); /* tests: the thread exists */
+
+#endif

@@ -1,0 +1,106 @@
+/* Timelines: one per (loop, stream). Each future gets the next sequence
+ * number of its stream's timeline and a marker after its op: the GPU
+ * writes the number into the timeline's counter (cuStreamWriteValue64/32),
+ * or, in the host-function modes, a host function hands back a ticket
+ * carrying it. A future is done when its timeline has passed its number:
+ * later work on the stream does not delay it, and futures of one stream
+ * complete in stream order. A counter per stream, futures unbounded.
+ *
+ * A timeline outlives its futures while a GPU write to its counter is due
+ * (a closed future's marker): it is "draining" then, and freed once the
+ * write has landed. Nothing here calls up into the loop: outcomes go onto
+ * the set's delivery queue. */
+#ifndef UVCUDA_TIMELINE_H
+#define UVCUDA_TIMELINE_H
+
+#include <stdint.h>
+
+#include "context.h"
+#include "counter.h"
+#include "hostfn.h"
+#include "queue.h"
+#include "streams.h"
+#include "watch.h"
+
+#define UVCUDA__TL_MEM64 UVCUDA__COUNTER_MEM64
+#define UVCUDA__TL_MEM32 UVCUDA__COUNTER_MEM32
+#define UVCUDA__TL_HOSTFN 3
+
+struct uvcuda__timeline {
+  struct uvcuda__queue hnode; /* the set's streams */
+  unsigned long long stream_id;
+  struct uvcuda__context *ctx;
+  int mode;
+  int faulted;                   /* its context's fault failed its futures */
+  struct uvcuda__counter counter; /* MEM modes */
+  uint64_t next_seq;             /* last sequence number enqueued */
+  uint64_t done_seq;             /* HOSTFN: highest number seen done */
+  unsigned tickets_out;          /* HOSTFN: host functions not yet run */
+  struct uvcuda__queue futures;  /* pending, in stream order */
+  uint64_t armed;                /* pending futures in state ARMED */
+  uint64_t seen_ns;              /* when a wake source saw it pass, or 0 */
+  unsigned stamp;                /* the spin pass that polled it */
+  struct uvcuda__watch watch;    /* the reactor's */
+  uint64_t watched;              /* the threshold the reactor holds; 0: none */
+  struct uvcuda__queue lnode;    /* the set's active or draining queue */
+  struct uvcuda__queue touch_node; /* the set's touched queue */
+};
+
+/* The timelines of one loop. */
+struct uvcuda__tlset {
+  struct uvcuda__streams streams;
+  struct uvcuda__queue active;   /* timelines with pending futures */
+  struct uvcuda__queue draining; /* none pending, a GPU write still due */
+  struct uvcuda__queue touched;  /* changed this pass: re-watch, maybe free */
+  struct uvcuda__queue *dq;      /* where outcomes go */
+  struct uvcuda__port *port;
+  uvcuda_stats_t *stats;
+  uvcuda_completion_t completion;
+  uint32_t flags;                /* UVCUDA_OPT_* */
+  int spin_events;               /* host-function modes record an event */
+  int memops64_bad, memops32_bad;
+  uint64_t harvests;             /* tests count a wakeup's work */
+};
+
+/* Who saw the counters pass, for the stats. */
+#define UVCUDA__SEEN_WAKE 0 /* reactor or host function */
+#define UVCUDA__SEEN_POLL 1 /* the POLL strategy's pass */
+
+void uvcuda__tl_init(struct uvcuda__tlset *set);
+/* The timeline of stream s, made on first use. For the NULL, legacy and
+ * per-thread handles, the stream is the current context's. */
+int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
+                   struct uvcuda__timeline **out);
+/* Enqueues f's marker on s (its context current) and puts f on tl. */
+int uvcuda__tl_mark(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
+                    CUstream s, uvcuda_future_t *f);
+/* Takes a pending f off its timeline (f closed in flight). */
+void uvcuda__tl_remove(struct uvcuda__tlset *set, uvcuda_future_t *f);
+/* Delivers the futures whose marker passed. */
+uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
+                            struct uvcuda__timeline *tl, int seen_by);
+/* One spin poll: host-function timelines also query an event. */
+void uvcuda__tl_spin_poll(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);
+/* Host functions that ran (from the port), in order. */
+void uvcuda__tl_tickets(struct uvcuda__tlset *set, struct uvcuda__queue *done);
+/* Fails the futures of every timeline whose context is faulted. */
+void uvcuda__tl_fail_faulted(struct uvcuda__tlset *set);
+void uvcuda__tl_touch(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);
+/* The threshold the reactor should watch tl for, or 0. */
+uint64_t uvcuda__tl_watch_want(const struct uvcuda__tlset *set,
+                               const struct uvcuda__timeline *tl);
+/* A touched timeline with no futures: freed if no write is due, else
+ * draining. Its watch must be off. */
+void uvcuda__tl_retire(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);
+/* Frees the draining timelines whose writes have landed. */
+void uvcuda__tl_reap(struct uvcuda__tlset *set);
+/* Loop close: frees every timeline; counters with writes due drain in
+ * their context's pool. No watch may be left. */
+void uvcuda__tl_free_all(struct uvcuda__tlset *set);
+
+static inline struct uvcuda__timeline *uvcuda__tl_of_watch(
+    struct uvcuda__watch *w) {
+  return uvcuda__queue_data(w, struct uvcuda__timeline, watch);
+}
+
+#endif
