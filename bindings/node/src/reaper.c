@@ -43,6 +43,11 @@ static void run(struct item *it) {
   }
   cu.cuCtxGetCurrent(&prev);
   if (prev != it->ctx) cu.cuCtxSetCurrent(it->ctx);
+  /* Work still queued may use what goes away: uvcuda's loop close does not
+   * wait for the GPU (a worker's teardown must not), so wait here, off the
+   * JS thread. A real driver's cuMemFree waits as well; the simulated one
+   * does not, and faults the context instead. */
+  if (it->kind == REAP_MEMORY || it->kind == REAP_MODULE) cu.cuCtxSynchronize();
   switch (it->kind) {
     case REAP_MEMORY: cu.cuMemFree(it->u.ptr); break;
     case REAP_MODULE: cu.cuModuleUnload(it->u.mod); break;
