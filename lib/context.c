@@ -18,7 +18,8 @@ static void reg_init(void) {
 static struct uvcuda__context *find(unsigned long long id) {
   struct uvcuda__queue *q;
   uvcuda__queue_foreach(q, &reg) {
-    struct uvcuda__context *x = uvcuda__queue_data(q, struct uvcuda__context, node);
+    struct uvcuda__context *x =
+        uvcuda__queue_data(q, struct uvcuda__context, node);
     if (x->id == id) return x;
   }
   return NULL;

@@ -24,10 +24,10 @@ struct uvcuda__context {
   struct uvcuda__queue node; /* the registry; records live until exit */
   unsigned long long id;
   CUcontext cuctx;
-  CUstream probe;             /* private and idle: queried for faults */
-  atomic_int fault;           /* 0, or the sticky CUresult found */
+  CUstream probe;   /* private and idle: queried for faults */
+  atomic_int fault; /* 0, or the sticky CUresult found */
   _Atomic uint64_t next_probe_ns;
-  uv_mutex_t mu;              /* counters, events */
+  uv_mutex_t mu; /* counters, events */
   struct uvcuda__counter_pool counters;
   struct uvcuda__evpool events;
   /* The reactor thread's own: which records one probe round takes. */

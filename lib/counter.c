@@ -92,8 +92,8 @@ void uvcuda__counter_put(struct uvcuda__counter_pool *p,
   (void)p;
   if (pg == NULL) return;
   bit = 1ull << c->index;
-  if (expect != 0 &&
-      !uvcuda__counter_passed(uvcuda__counter_load(c->host, mode), mode, expect)) {
+  if (expect != 0 && !uvcuda__counter_passed(
+                         uvcuda__counter_load(c->host, mode), mode, expect)) {
     pg->draining |= bit;
     pg->expect[c->index] = expect;
     pg->mode[c->index] = (unsigned char)mode;

@@ -26,7 +26,8 @@ struct uvcuda__counter_page {
   CUdeviceptr dptr;
   uint64_t used;     /* slots handed out */
   uint64_t draining; /* slots given back with a GPU write still due */
-  uint64_t expect[UVCUDA__SLOTS_PER_PAGE]; /* draining: the last write's value */
+  uint64_t
+      expect[UVCUDA__SLOTS_PER_PAGE]; /* draining: the last write's value */
   unsigned char mode[UVCUDA__SLOTS_PER_PAGE];
 };
 

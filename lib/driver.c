@@ -24,7 +24,7 @@ static const struct {
 } table[] = {
 #define UVCUDA__DRV_ROW(name, ver) {#name, ver},
     UVCUDA__DRIVER_REQUIRED(UVCUDA__DRV_ROW)
-    UVCUDA__DRIVER_OPTIONAL(UVCUDA__DRV_ROW)
+        UVCUDA__DRIVER_OPTIONAL(UVCUDA__DRV_ROW)
 #undef UVCUDA__DRV_ROW
 };
 
@@ -74,8 +74,8 @@ static int resolve(const char *name, int version, void **pfn) {
 }
 
 static int fail_load(int status, const char *what, const char *detail) {
-  snprintf(load_error, sizeof(load_error), "%s%s%s", what,
-           detail ? ": " : "", detail ? detail : "");
+  snprintf(load_error, sizeof(load_error), "%s%s%s", what, detail ? ": " : "",
+           detail ? detail : "");
   if (uvcuda__drv.handle) dlclose(uvcuda__drv.handle);
   memset(&uvcuda__drv, 0, sizeof(uvcuda__drv));
   return status;
@@ -114,8 +114,8 @@ static int do_load(void) {
     return fail_load(UVCUDA_EDRIVEROLD, "driver older than 12.0", v);
   }
 
-#define UVCUDA__DRV_RESOLVE(name, ver)                                     \
-  err = resolve(#name, ver, &pfn);                                         \
+#define UVCUDA__DRV_RESOLVE(name, ver)                                    \
+  err = resolve(#name, ver, &pfn);                                        \
   if (err) return fail_load(UVCUDA_ENOSYM, "missing entry point", #name); \
   memcpy(&uvcuda__drv.name, &pfn, sizeof(pfn));
   UVCUDA__DRIVER_REQUIRED(UVCUDA__DRV_RESOLVE)
@@ -153,9 +153,7 @@ const char *uvcuda_driver_dlerror(void) {
   return load_status != 0 && load_error[0] ? load_error : NULL;
 }
 
-int uvcuda__driver_loaded(void) {
-  return uvcuda_driver_load() == 0;
-}
+int uvcuda__driver_loaded(void) { return uvcuda_driver_load() == 0; }
 
 int uvcuda__driver_simulated(void) { return load_simulated; }
 const char *uvcuda__driver_path(void) { return load_path; }

@@ -24,38 +24,36 @@ static const char *cuda_text(int r, int want_name) {
       uvcuda__drv.cuGetErrorString((CUresult)r, &s);
   }
   if (s != NULL) return s;
-  return want_name ? "CUDA_ERROR" : "CUDA driver error (code not known to the driver)";
+  return want_name ? "CUDA_ERROR"
+                   : "CUDA driver error (code not known to the driver)";
 }
 
-const char *uvcuda_strerror(int err) {
+static const struct {
+  int err;
+  const char *name;
+  const char *msg;
+} own[] = {
+#define UVCUDA__ERR_ROW(name, val, msg) {UVCUDA_##name, "UVCUDA_" #name, msg},
+    UVCUDA_ERRNO_MAP(UVCUDA__ERR_ROW)
+#undef UVCUDA__ERR_ROW
+};
+
+/* want_name: the symbolic name, else the message. */
+static const char *describe(int err, int want_name) {
+  unsigned i;
   int r;
-  switch (err) {
-#define UVCUDA__STRERROR(name, val, msg) case UVCUDA_##name: return msg;
-    UVCUDA_ERRNO_MAP(UVCUDA__STRERROR)
-#undef UVCUDA__STRERROR
-  }
-  r = uvcuda_cuda_result(err);
-  if (r) return cuda_text(r, 0);
-  if (err == 0) return "success";
-  /* uv_strerror leaks a string per unknown code; the _r form does not. */
+  for (i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+    if (own[i].err == err) return want_name ? own[i].name : own[i].msg;
+  if ((r = uvcuda_cuda_result(err)) != 0) return cuda_text(r, want_name);
+  if (err == 0) return want_name ? "OK" : "success";
+  /* uv_strerror leaks a string per unknown code; the _r forms do not. */
   {
     static _Thread_local char buf[96];
-    return uv_strerror_r(err, buf, sizeof(buf));
+    return want_name ? uv_err_name_r(err, buf, sizeof(buf))
+                     : uv_strerror_r(err, buf, sizeof(buf));
   }
 }
 
-const char *uvcuda_err_name(int err) {
-  int r;
-  switch (err) {
-#define UVCUDA__ERRNAME(name, val, msg) case UVCUDA_##name: return "UVCUDA_" #name;
-    UVCUDA_ERRNO_MAP(UVCUDA__ERRNAME)
-#undef UVCUDA__ERRNAME
-  }
-  r = uvcuda_cuda_result(err);
-  if (r) return cuda_text(r, 1);
-  if (err == 0) return "OK";
-  {
-    static _Thread_local char buf[48];
-    return uv_err_name_r(err, buf, sizeof(buf));
-  }
-}
+const char *uvcuda_strerror(int err) { return describe(err, 0); }
+
+const char *uvcuda_err_name(int err) { return describe(err, 1); }

@@ -16,7 +16,8 @@ void uvcuda__evpool_put(struct uvcuda__evpool *p, CUevent ev) {
   if (p->n == p->cap) {
     unsigned cap = p->cap ? p->cap * 2 : 16;
     CUevent *n = realloc(p->ev, cap * sizeof(*n));
-    if (n == NULL) return; /* out of memory: the event is lost, not freed
+    if (n == NULL)
+      return; /* out of memory: the event is lost, not freed
                               without its context current */
     p->ev = n;
     p->cap = cap;

@@ -21,8 +21,10 @@
 
 static int check(const uvcuda_future_t *f) {
   if (f == NULL) return UVCUDA_EINVAL;
-  if (f->magic_ != FUTURE_MAGIC || f->loop == NULL || f->loop->internal_ == NULL)
-    return f->state_ == UVCUDA_FUTURE_CLOSED ? UVCUDA_ECLOSING : UVCUDA_ENOTINIT;
+  if (f->magic_ != FUTURE_MAGIC || f->loop == NULL ||
+      f->loop->internal_ == NULL)
+    return f->state_ == UVCUDA_FUTURE_CLOSED ? UVCUDA_ECLOSING
+                                             : UVCUDA_ENOTINIT;
   if (!uvcuda__on_loop_thread(f->loop->internal_)) return UVCUDA_EWRONGTHREAD;
   if (f->closing_) return UVCUDA_ECLOSING;
   return 0;
@@ -34,9 +36,8 @@ int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
   if ((l = ul->internal_) == NULL) return UVCUDA_ENOTINIT;
   if (!uvcuda__on_loop_thread(l)) return UVCUDA_EWRONGTHREAD;
   if (l->closing) return UVCUDA_ECLOSING;
-  memset(f, 0, sizeof(*f));
+  memset(f, 0, sizeof(*f)); /* state_: UVCUDA_FUTURE_IDLE */
   f->loop = ul;
-  f->state_ = UVCUDA_FUTURE_IDLE;
   f->magic_ = FUTURE_MAGIC;
   uvcuda__queue_init(&f->tl_node_);
   uvcuda__queue_init(&f->spin_node_);
@@ -66,9 +67,12 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
   if (prev != want) uvcuda__drv.cuCtxSetCurrent(want);
   /* A marker on a capturing stream would join the capture (or break it). */
   r = uvcuda__drv.cuStreamIsCapturing(s, &cap);
-  if (r != CUDA_SUCCESS) err = UVCUDA_ECUDA(r);
-  else if (cap != CU_STREAM_CAPTURE_STATUS_NONE) err = UVCUDA_ECAPTURING;
-  else if (op != NULL) err = uvcuda__op_result(op(f, s));
+  if (r != CUDA_SUCCESS)
+    err = UVCUDA_ECUDA(r);
+  else if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
+    err = UVCUDA_ECAPTURING;
+  else if (op != NULL)
+    err = uvcuda__op_result(op(f, s));
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
   if (prev != want) uvcuda__drv.cuCtxSetCurrent(prev);
   if (err == 0) return 0;
@@ -171,9 +175,7 @@ int uvcuda_future_is_active(const uvcuda_future_t *f) {
     case UVCUDA_FUTURE_SPINNING:
     case UVCUDA_FUTURE_ARMED:
     case UVCUDA_FUTURE_COMPLETE:
-    case UVCUDA_FUTURE_FAILED:
-      return 1;
-    default:
-      return 0;
+    case UVCUDA_FUTURE_FAILED: return 1;
+    default: return 0;
   }
 }

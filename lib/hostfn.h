@@ -11,7 +11,7 @@
 struct uvcuda__timeline;
 
 struct uvcuda__ticket {
-  struct uvcuda__queue node;   /* the port's out or done queue */
+  struct uvcuda__queue node; /* the port's out or done queue */
   struct uvcuda__port *port;
   struct uvcuda__timeline *tl; /* the loop's; never dereferenced here */
   uint64_t seq;

@@ -34,7 +34,7 @@ struct uvcuda__loop {
   uint64_t nactive;        /* started, callback not yet run */
   struct uvcuda__rclient rc;
   int reactor_attached;
-  unsigned epoch;          /* the fault epoch this loop has acted on */
+  unsigned epoch; /* the fault epoch this loop has acted on */
   uvcuda_stats_t stats;
 };
 

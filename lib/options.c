@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const names[] = {
-    "default", "auto", "reactor", "hostfn", "hostfn-spin", "hostfn-block",
-    "poll"};
+static const char *const names[] = {"default", "auto",        "reactor",
+                                    "hostfn",  "hostfn-spin", "hostfn-block",
+                                    "poll"};
 
 const char *uvcuda_completion_name(uvcuda_completion_t c) {
   if ((unsigned)c >= sizeof(names) / sizeof(names[0])) return NULL;
@@ -80,8 +80,7 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
       long v;
       errno = 0;
       v = strtol(env, &end, 10);
-      if (errno || *end != '\0' || v < 0 || v > 1000000)
-        return UVCUDA_EINVAL;
+      if (errno || *end != '\0' || v < 0 || v > 1000000) return UVCUDA_EINVAL;
       spin_default = (int32_t)v;
     }
   }
@@ -89,8 +88,8 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
                   &out->spin_budget_ns)) ||
       (err = pick(in->probe_interval_us, 1000, 50, 2000,
                   &out->probe_interval_ns)) ||
-      (err = pick(in->reactor_spin_us, 500, 0, 1000000,
-                  &out->reactor_spin_ns)) ||
+      (err =
+           pick(in->reactor_spin_us, 500, 0, 1000000, &out->reactor_spin_ns)) ||
       (err = pick(in->reactor_yield_us, 2000, 0, 10000000,
                   &out->reactor_yield_ns)) ||
       (err = pick(in->reactor_sleep_max_us, 200, 1, 100000,

@@ -7,7 +7,8 @@
 #include "deliver.h"
 
 #define loop_of(h, field) uvcuda__queue_data(h, struct uvcuda__loop, field)
-#define tl_of_touch(q) uvcuda__queue_data(q, struct uvcuda__timeline, touch_node)
+#define tl_of_touch(q) \
+  uvcuda__queue_data(q, struct uvcuda__timeline, touch_node)
 
 static void on_idle(uv_idle_t *h);
 
@@ -19,15 +20,19 @@ void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
               (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
   if (want_idle != l->idle_on) {
     l->idle_on = want_idle;
-    if (want_idle) uv_idle_start(&l->idle, on_idle);
-    else uv_idle_stop(&l->idle);
+    if (want_idle)
+      uv_idle_start(&l->idle, on_idle);
+    else
+      uv_idle_stop(&l->idle);
   }
   /* Only pending futures keep the loop alive (as libuv's own requests). */
   want_ref = l->nactive > 0;
   if (want_ref != l->async_ref) {
     l->async_ref = want_ref;
-    if (want_ref) uv_ref((uv_handle_t *)&l->async);
-    else uv_unref((uv_handle_t *)&l->async);
+    if (want_ref)
+      uv_ref((uv_handle_t *)&l->async);
+    else
+      uv_unref((uv_handle_t *)&l->async);
   }
 }
 
@@ -82,8 +87,10 @@ static void deliver(struct uvcuda__loop *l) {
     uvcuda__spin_forget(f);
     status = f->status_;
     l->nactive--;
-    if (status == UVCUDA_ECANCELED) l->stats.cancelled++;
-    else if (status != 0) l->stats.failed++;
+    if (status == UVCUDA_ECANCELED)
+      l->stats.cancelled++;
+    else if (status != 0)
+      l->stats.failed++;
     if (l->opts.flags & UVCUDA_OPT_LATENCY_HISTOGRAM) record_latency(l, f);
     if (l->opts.flags & UVCUDA_OPT_TIMING) f->callback_ns_ = uv_hrtime();
     if (f->closing_) {
@@ -151,7 +158,7 @@ static void on_async(uv_async_t *h) {
   }
   /* The timelines this wakeup concerns, not every one the loop has. */
   uvcuda__queue_foreach(q, &l->tls.touched)
-    uvcuda__tl_harvest(&l->tls, tl_of_touch(q), UVCUDA__SEEN_WAKE);
+      uvcuda__tl_harvest(&l->tls, tl_of_touch(q), UVCUDA__SEEN_WAKE);
   after_pass(l);
 }
 

@@ -10,7 +10,7 @@
 #include "uvcuda.h" /* struct uvcuda__queue: embedded in uvcuda_future_t */
 
 #define uvcuda__queue_data(node, type, field) \
-  ((type *)((char *)(node) - offsetof(type, field)))
+  ((type *)((char *)(node)-offsetof(type, field)))
 
 #define uvcuda__queue_foreach(q, h) \
   for ((q) = (h)->next; (q) != (h); (q) = (q)->next)

@@ -151,8 +151,9 @@ static void probe(uint64_t now, uint64_t interval) {
   if (uvcuda__queue_empty(&probe_list)) return;
   pthread_mutex_unlock(&mu);
   uvcuda__queue_foreach(q, &probe_list) {
-    uvcuda__context_probe(uvcuda__queue_data(q, struct uvcuda__context, probe_node),
-                          now, interval);
+    uvcuda__context_probe(
+        uvcuda__queue_data(q, struct uvcuda__context, probe_node), now,
+        interval);
   }
   pthread_mutex_lock(&mu);
   while (!uvcuda__queue_empty(&probe_list))
@@ -191,7 +192,8 @@ static void bounds(uint64_t *spin, uint64_t *yield, uint64_t *sleep_max,
 static void step_aside(void) {
   unsigned i;
   for (i = 0; i < 4; i++) cpu_relax(); /* ~0.5 us: keep latency low */
-  for (i = 0; i < 1024 && atomic_load_explicit(&want, memory_order_relaxed); i++)
+  for (i = 0; i < 1024 && atomic_load_explicit(&want, memory_order_relaxed);
+       i++)
     cpu_relax();
 }
 

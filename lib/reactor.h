@@ -22,7 +22,7 @@ struct uvcuda__rclient {
   uv_async_t *async;
   atomic_int rang; /* the reactor rang since the loop last looked */
   uint64_t spin_ns, yield_ns, sleep_max_ns, probe_ns; /* back-off */
-  int timing;      /* stamp watches' seen_ns */
+  int timing; /* stamp watches' seen_ns */
 };
 
 /* Starts the thread for the first client. Loop thread. */

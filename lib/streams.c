@@ -52,9 +52,10 @@ static int grow(struct uvcuda__streams *m,
   return 0;
 }
 
-int uvcuda__streams_insert(struct uvcuda__streams *m, unsigned long long id,
-                           struct uvcuda__queue *node,
-                           unsigned long long (*key)(const struct uvcuda__queue *)) {
+int uvcuda__streams_insert(
+    struct uvcuda__streams *m, unsigned long long id,
+    struct uvcuda__queue *node,
+    unsigned long long (*key)(const struct uvcuda__queue *)) {
   int err;
   if (m->n + 1 > m->nbuckets && (err = grow(m, key)) != 0) return err;
   uvcuda__queue_insert_tail(&m->buckets[hash(id) & (m->nbuckets - 1)], node);

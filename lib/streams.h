@@ -20,9 +20,10 @@ void uvcuda__streams_free(struct uvcuda__streams *m);
 struct uvcuda__queue *uvcuda__streams_find(
     const struct uvcuda__streams *m, unsigned long long id,
     unsigned long long (*key)(const struct uvcuda__queue *));
-int uvcuda__streams_insert(struct uvcuda__streams *m, unsigned long long id,
-                           struct uvcuda__queue *node,
-                           unsigned long long (*key)(const struct uvcuda__queue *));
+int uvcuda__streams_insert(
+    struct uvcuda__streams *m, unsigned long long id,
+    struct uvcuda__queue *node,
+    unsigned long long (*key)(const struct uvcuda__queue *));
 void uvcuda__streams_remove(struct uvcuda__streams *m,
                             struct uvcuda__queue *node);
 

@@ -27,10 +27,8 @@ static int wants_memops(const struct uvcuda__tlset *set) {
   switch (set->completion) {
     case UVCUDA_COMPLETION_AUTO:
     case UVCUDA_COMPLETION_REACTOR:
-    case UVCUDA_COMPLETION_POLL:
-      return 1;
-    default:
-      return 0;
+    case UVCUDA_COMPLETION_POLL: return 1;
+    default: return 0;
   }
 }
 
@@ -54,8 +52,7 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
   uvcuda__queue_init(&tl->futures);
   uvcuda__queue_init(&tl->lnode);
   uvcuda__queue_init(&tl->touch_node);
-  uvcuda__queue_init(&tl->watch.node);
-  tl->watch.ctx = x;
+  uvcuda__watch_init(&tl->watch, x);
   if (wants_memops(set)) {
     if (!set->memops64_bad)
       tl->mode = UVCUDA__TL_MEM64;
@@ -116,8 +113,7 @@ static CUresult launch_hostfn(struct uvcuda__tlset *set, CUstream s, void *t) {
     case UVCUDA_COMPLETION_HOSTFN_BLOCK:
       return uvcuda__drv.cuLaunchHostFunc_v2(s, uvcuda__hostfn, t,
                                              UVCUDA__HOST_TASK_BLOCKING);
-    default:
-      return uvcuda__drv.cuLaunchHostFunc(s, uvcuda__hostfn, t);
+    default: return uvcuda__drv.cuLaunchHostFunc(s, uvcuda__hostfn, t);
   }
 }
 
@@ -125,7 +121,8 @@ static CUresult launch_hostfn(struct uvcuda__tlset *set, CUstream s, void *t) {
  * then to host functions (AUTO only), and the set remembers it. */
 static int downgrade(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
                      CUresult r) {
-  if (r != CUDA_ERROR_NOT_SUPPORTED || tl->next_seq != 0) return UVCUDA_ECUDA(r);
+  if (r != CUDA_ERROR_NOT_SUPPORTED || tl->next_seq != 0)
+    return UVCUDA_ECUDA(r);
   if (tl->mode == UVCUDA__TL_MEM64) {
     set->memops64_bad = 1;
     tl->mode = UVCUDA__TL_MEM32;
@@ -141,8 +138,9 @@ static int downgrade(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
   return 0;
 }
 
-static int enqueue_marker(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
-                          CUstream s, uint64_t seq, uvcuda_future_t *f) {
+static int enqueue_marker(struct uvcuda__tlset *set,
+                          struct uvcuda__timeline *tl, CUstream s, uint64_t seq,
+                          uvcuda_future_t *f) {
   struct uvcuda__ticket *t;
   CUresult r;
   int err;
@@ -151,8 +149,8 @@ static int enqueue_marker(struct uvcuda__tlset *set, struct uvcuda__timeline *tl
     if (tl->mode == UVCUDA__TL_MEM64)
       r = uvcuda__drv.cuStreamWriteValue64(s, tl->counter.dptr, seq, 0);
     else if (tl->mode == UVCUDA__TL_MEM32)
-      r = uvcuda__drv.cuStreamWriteValue32(s, tl->counter.dptr,
-                                           (cuuint32_t)seq, 0);
+      r = uvcuda__drv.cuStreamWriteValue32(s, tl->counter.dptr, (cuuint32_t)seq,
+                                           0);
     else
       break;
     if (r == CUDA_SUCCESS) return 0;
@@ -223,8 +221,8 @@ void uvcuda__tl_remove(struct uvcuda__tlset *set, uvcuda_future_t *f) {
 
 static int passed(const struct uvcuda__timeline *tl, uint64_t seq) {
   if (tl->mode == UVCUDA__TL_HOSTFN) return tl->done_seq >= seq;
-  return uvcuda__counter_passed(uvcuda__counter_load(tl->counter.host, tl->mode),
-                                tl->mode, seq);
+  return uvcuda__counter_passed(
+      uvcuda__counter_load(tl->counter.host, tl->mode), tl->mode, seq);
 }
 
 static int quiescent(const struct uvcuda__timeline *tl) {
@@ -263,7 +261,8 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
   return n;
 }
 
-void uvcuda__tl_spin_poll(struct uvcuda__tlset *set, struct uvcuda__timeline *tl) {
+void uvcuda__tl_spin_poll(struct uvcuda__tlset *set,
+                          struct uvcuda__timeline *tl) {
   struct uvcuda__drvscope sc;
   uvcuda_future_t *f;
 
@@ -271,7 +270,8 @@ void uvcuda__tl_spin_poll(struct uvcuda__tlset *set, struct uvcuda__timeline *tl
     /* The newest event, then the oldest: at most two queries. */
     uvcuda__drv_enter(&sc, tl->ctx->cuctx);
     f = future_of(uvcuda__queue_last(&tl->futures));
-    if (f->event_ == NULL || uvcuda__drv.cuEventQuery(f->event_) != CUDA_SUCCESS)
+    if (f->event_ == NULL ||
+        uvcuda__drv.cuEventQuery(f->event_) != CUDA_SUCCESS)
       f = future_of(uvcuda__queue_head(&tl->futures));
     if (f->event_ != NULL && f->seq_ > tl->done_seq &&
         uvcuda__drv.cuEventQuery(f->event_) == CUDA_SUCCESS)

@@ -31,18 +31,18 @@ struct uvcuda__timeline {
   unsigned long long stream_id;
   struct uvcuda__context *ctx;
   int mode;
-  int faulted;                   /* its context's fault failed its futures */
+  int faulted;                    /* its context's fault failed its futures */
   struct uvcuda__counter counter; /* MEM modes */
-  uint64_t next_seq;             /* last sequence number enqueued */
-  uint64_t done_seq;             /* HOSTFN: highest number seen done */
-  unsigned tickets_out;          /* HOSTFN: host functions not yet run */
-  struct uvcuda__queue futures;  /* pending, in stream order */
-  uint64_t armed;                /* pending futures in state ARMED */
-  uint64_t seen_ns;              /* when a wake source saw it pass, or 0 */
-  unsigned stamp;                /* the spin pass that polled it */
-  struct uvcuda__watch watch;    /* the reactor's */
-  uint64_t watched;              /* the threshold the reactor holds; 0: none */
-  struct uvcuda__queue lnode;    /* the set's active or draining queue */
+  uint64_t next_seq;              /* last sequence number enqueued */
+  uint64_t done_seq;              /* HOSTFN: highest number seen done */
+  unsigned tickets_out;           /* HOSTFN: host functions not yet run */
+  struct uvcuda__queue futures;   /* pending, in stream order */
+  uint64_t armed;                 /* pending futures in state ARMED */
+  uint64_t seen_ns;               /* when a wake source saw it pass, or 0 */
+  unsigned stamp;                 /* the spin pass that polled it */
+  struct uvcuda__watch watch;     /* the reactor's */
+  uint64_t watched;               /* the threshold the reactor holds; 0: none */
+  struct uvcuda__queue lnode;     /* the set's active or draining queue */
   struct uvcuda__queue touch_node; /* the set's touched queue */
 };
 
@@ -56,10 +56,10 @@ struct uvcuda__tlset {
   struct uvcuda__port *port;
   uvcuda_stats_t *stats;
   uvcuda_completion_t completion;
-  uint32_t flags;                /* UVCUDA_OPT_* */
-  int spin_events;               /* host-function modes record an event */
+  uint32_t flags;  /* UVCUDA_OPT_* */
+  int spin_events; /* host-function modes record an event */
   int memops64_bad, memops32_bad;
-  uint64_t harvests;             /* tests count a wakeup's work */
+  uint64_t harvests; /* tests count a wakeup's work */
 };
 
 /* Who saw the counters pass, for the stats. */
@@ -80,7 +80,8 @@ void uvcuda__tl_remove(struct uvcuda__tlset *set, uvcuda_future_t *f);
 uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
                             struct uvcuda__timeline *tl, int seen_by);
 /* One spin poll: host-function timelines also query an event. */
-void uvcuda__tl_spin_poll(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);
+void uvcuda__tl_spin_poll(struct uvcuda__tlset *set,
+                          struct uvcuda__timeline *tl);
 /* Host functions that ran (from the port), in order. */
 void uvcuda__tl_tickets(struct uvcuda__tlset *set, struct uvcuda__queue *done);
 /* Fails the futures of every timeline whose context is faulted. */

@@ -20,4 +20,14 @@ struct uvcuda__watch {
   struct uvcuda__context *ctx; /* probed while the watch is armed */
 };
 
+static inline void uvcuda__watch_init(struct uvcuda__watch *w,
+                                      struct uvcuda__context *ctx) {
+  uvcuda__queue_init(&w->node);
+  w->host = NULL;
+  w->mode = 0;
+  w->threshold = 0;
+  w->seen_ns = 0;
+  w->ctx = ctx;
+}
+
 #endif
