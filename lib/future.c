@@ -46,7 +46,9 @@ int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
   return 0;
 }
 
-/* Everything that can fail once the arguments are right. The op and the
+/* Everything that can fail once the arguments are right. The capture
+ * check comes first: it is the one call the driver allows on a capturing
+ * stream (on the H200, cuStreamGetId of one returned 900). The op and the
  * marker run with the stream's context current, in the thread's own
  * capture mode; the caller's context is restored. */
 static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
@@ -57,6 +59,10 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
   CUresult r;
   int err;
 
+  /* A marker on a capturing stream would join the capture (or break it). */
+  if ((r = uvcuda__drv.cuStreamIsCapturing(s, &cap)) != CUDA_SUCCESS)
+    return UVCUDA_ECUDA(r);
+  if (cap != CU_STREAM_CAPTURE_STATUS_NONE) return UVCUDA_ECAPTURING;
   if ((err = uvcuda__tl_get(&l->tls, s, &tl)) != 0) return err;
   if ((r = (CUresult)uvcuda__context_fault(tl->ctx)) != CUDA_SUCCESS) {
     err = UVCUDA_ECUDA(r); /* the context is dead: its op would fail too */
@@ -65,14 +71,7 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
   want = tl->ctx->cuctx;
   uvcuda__drv.cuCtxGetCurrent(&prev);
   if (prev != want) uvcuda__drv.cuCtxSetCurrent(want);
-  /* A marker on a capturing stream would join the capture (or break it). */
-  r = uvcuda__drv.cuStreamIsCapturing(s, &cap);
-  if (r != CUDA_SUCCESS)
-    err = UVCUDA_ECUDA(r);
-  else if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
-    err = UVCUDA_ECAPTURING;
-  else if (op != NULL)
-    err = uvcuda__op_result(op(f, s));
+  if (op != NULL) err = uvcuda__op_result(op(f, s));
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
   if (prev != want) uvcuda__drv.cuCtxSetCurrent(prev);
   if (err == 0) return 0;

@@ -313,6 +313,45 @@ static void capture(const char *mode, const char *call) {
   (void)sr;
 }
 
+/* 4b: what the capturing thread itself may call (in its own mode, or
+ * after switching itself to RELAXED) without breaking its capture. */
+static void capture_self(const char *mode, const char *call, int relax) {
+  kern_t k;
+  CUstream s, priv;
+  CUevent ev;
+  CUgraph graph = NULL;
+  CUgraphExec exec;
+  CUresult r = CUDA_SUCCESS, er, lr = CUDA_ERROR_INVALID_VALUE;
+  CUstreamCaptureMode m;
+  setup();
+  kern_load(&k);
+  s = mkstream();
+  priv = mkstream();
+  CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CK(cuEventRecord(ev, priv));
+  CK(cuStreamSynchronize(priv));
+  m = !strcmp(mode, "global") ? CU_STREAM_CAPTURE_MODE_GLOBAL : !strcmp(mode, "thread") ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL : CU_STREAM_CAPTURE_MODE_RELAXED;
+  CK(cuStreamBeginCapture(s, m));
+  ksleep(&k, s, 1000);
+  if (relax) { CUstreamCaptureMode x = CU_STREAM_CAPTURE_MODE_RELAXED; cuThreadExchangeStreamCaptureMode(&x); }
+  if (!strcmp(call, "getid")) { unsigned long long id; r = cuStreamGetId(s, &id); }
+  else if (!strcmp(call, "getctx")) { CUcontext c; r = cuStreamGetCtx(s, &c); }
+  else if (!strcmp(call, "iscapturing")) { CUstreamCaptureStatus cs; r = cuStreamIsCapturing(s, &cs); }
+  else if (!strcmp(call, "query-private")) r = cuStreamQuery(priv);
+  else if (!strcmp(call, "event-query")) r = cuEventQuery(ev);
+  else if (!strcmp(call, "memhostregister")) { void *p = aligned_alloc(4096, 4096); r = cuMemHostRegister(p, 4096, CU_MEMHOSTREGISTER_DEVICEMAP); }
+  if (relax) { CUstreamCaptureMode x = m; cuThreadExchangeStreamCaptureMode(&x); }
+  { uint64_t ns = 1000; void *a[] = {&ns}; cuLaunchKernel(k.sleep, 1, 1, 1, 1, 1, 1, 0, s, a, NULL); }
+  er = cuStreamEndCapture(s, &graph);
+  if (er == CUDA_SUCCESS && graph) {
+    lr = cuGraphInstantiate(&exec, graph, 0);
+    if (lr == CUDA_SUCCESS) lr = cuGraphLaunch(exec, s);
+    if (lr == CUDA_SUCCESS) lr = cuStreamSynchronize(s);
+  }
+  printf("capture-self(%s%s): %-16s -> %-36s; cuStreamEndCapture %s; graph runs %s\n", mode,
+         relax ? ", relaxed around the call" : "", call, en(r), en(er), en(lr));
+}
+
 /* 5: recovering from a fault in the same process: variant "reset"
  * (cuDevicePrimaryCtxReset), "release" (the last cuDevicePrimaryCtxRelease),
  * "create" (a new cuCtxCreate context); retried for 3 s. */
@@ -379,6 +418,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(argv[1], "fault-spread")) fault_spread(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(argv[1], "blocking")) blocking_calls(atoi(argv[2]));
   else if (!strcmp(argv[1], "capture")) { cap_relaxed = argc > 4; capture(argv[2], argv[3]); }
+  else if (!strcmp(argv[1], "capture-self")) capture_self(argv[2], argv[3], argc > 4);
   else if (!strcmp(argv[1], "recover")) recover(argv[2]);
   else return 2;
   return 0;

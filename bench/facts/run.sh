@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the driver-facts experiments on a GPU host; one process each.
-# run.sh [experiment-group...]; groups: visibility spread blocking capture recover
+# run.sh [experiment-group...]; groups: visibility spread blocking capture
+# capture-self recover
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp}
 cc -O2 -I/usr/local/cuda/include driver-facts.c -o /tmp/driver-facts \
@@ -20,6 +21,12 @@ f=/tmp/driver-facts
       done
     done
     for c in query-private event-query memhostalloc memhostregister write-other-stream; do timeout 20 $f capture global $c relaxed; done ;;
+  capture-self)
+    for m in global thread relaxed; do
+      for c in getid getctx iscapturing query-private event-query memhostregister; do
+        timeout 20 $f capture-self $m $c; timeout 20 $f capture-self $m $c relax
+      done
+    done ;;
   recover) for h in reset release create; do timeout 20 $f recover $h; done ;;
   esac; done
 } 2>&1 | tee "$OUT/driver-facts.txt"
