@@ -110,6 +110,35 @@ UVCUDA_EXTERN int uvcuda_driver_info(uvcuda_driver_info_t *info);
 UVCUDA_EXTERN int uvcuda_driver_symbol(const char *name, int cuda_version,
                                        void **pfn);
 
+/* ---- Device faults ----------------------------------------------------- */
+
+typedef void *uvcuda_context_t; /* CUcontext */
+
+/* The health of CUDA context ctx: 0, or UVCUDA_ECUDA(r) once a sticky
+ * error r (a kernel fault: CUDA_ERROR_ILLEGAL_ADDRESS, ...) is known in it.
+ * Queries a private idle stream of uvcuda's in ctx now (about a µs; never
+ * a stream of yours), so it also sees a fault no future has met yet. Every
+ * pending future of a faulted context has failed, or fails on its loop's
+ * next pass, with that error. UVCUDA_EINVAL (NULL), a driver-load error,
+ * or UVCUDA_ECUDA(r) of the lookup. Any thread. */
+UVCUDA_EXTERN int uvcuda_context_health(uvcuda_context_t ctx);
+
+/* Recovery after a device fault: resets device `ordinal`'s primary context
+ * (cuDevicePrimaryCtxReset) so that it can be used again, then checks that
+ * new work completes on it. Before the reset, every uvcuda record of a
+ * context of that device is retired: its pending futures, on every loop,
+ * fail with the context's error (UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED)
+ * where no fault was found), and no uvcuda thread touches its objects
+ * again. Your part: no thread may use the device while this runs; every
+ * stream, event, module and allocation made before it is gone (make new
+ * ones). Returns 0 when new work completed; UVCUDA_EINVAL (bad ordinal), a
+ * driver-load error, or UVCUDA_ECUDA(r) of the reset or of the check: on
+ * drivers that keep a fault for the life of the process (the H200 with
+ * driver 580, measured: new work fails with CUDA_ERROR_ILLEGAL_ADDRESS after
+ * any reset), the process must be restarted. Any thread; blocks for the
+ * reset (tens of ms on the H200). */
+UVCUDA_EXTERN int uvcuda_device_reset(int ordinal);
+
 /* ---- Options ----------------------------------------------------------- */
 
 typedef enum {

@@ -3,6 +3,7 @@
  * valid, and a context's counters must outlive every write due to them. */
 #include "context.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 static uv_once_t reg_once = UV_ONCE_INIT;
@@ -37,7 +38,9 @@ static int create(CUcontext c, unsigned long long id,
     return UVCUDA_ENOMEM;
   }
   uvcuda__drv_enter(&sc, c);
-  r = uvcuda__drv.cuStreamCreate(&x->probe, CU_STREAM_NON_BLOCKING);
+  r = uvcuda__drv.cuCtxGetDevice(&x->dev);
+  if (r == CUDA_SUCCESS)
+    r = uvcuda__drv.cuStreamCreate(&x->probe, CU_STREAM_NON_BLOCKING);
   uvcuda__drv_leave(&sc);
   if (r != CUDA_SUCCESS) {
     uv_mutex_destroy(&x->mu);
@@ -47,6 +50,8 @@ static int create(CUcontext c, unsigned long long id,
   x->id = id;
   x->cuctx = c;
   atomic_init(&x->fault, 0);
+  atomic_init(&x->dead, 0);
+  atomic_init(&x->users, 0);
   atomic_init(&x->next_probe_ns, 0);
   uvcuda__counter_pool_init(&x->counters);
   uvcuda__queue_init(&x->probe_node);
@@ -73,12 +78,41 @@ unsigned uvcuda__context_epoch(void) {
   return atomic_load_explicit(&epoch, memory_order_acquire);
 }
 
+int uvcuda__context_pin(struct uvcuda__context *x) {
+  atomic_fetch_add_explicit(&x->users, 1, memory_order_seq_cst);
+  if (!atomic_load_explicit(&x->dead, memory_order_seq_cst)) return 1;
+  atomic_fetch_sub_explicit(&x->users, 1, memory_order_release);
+  return 0;
+}
+
+void uvcuda__context_unpin(struct uvcuda__context *x) {
+  atomic_fetch_sub_explicit(&x->users, 1, memory_order_release);
+}
+
+static int set_fault(struct uvcuda__context *x, int r) {
+  int none = 0;
+  if (atomic_compare_exchange_strong(&x->fault, &none, r))
+    atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
+  return uvcuda__context_fault(x);
+}
+
+int uvcuda__context_query(struct uvcuda__context *x) {
+  struct uvcuda__drvscope sc;
+  CUresult r;
+  if (!uvcuda__context_pin(x)) return uvcuda__context_fault(x);
+  uvcuda__drv_enter(&sc, x->cuctx);
+  r = uvcuda__drv.cuStreamQuery(x->probe);
+  uvcuda__drv_leave(&sc);
+  uvcuda__context_unpin(x);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
+    return uvcuda__context_fault(x);
+  return set_fault(x, (int)r);
+}
+
 int uvcuda__context_probe(struct uvcuda__context *x, uint64_t now,
                           uint64_t interval) {
-  struct uvcuda__drvscope sc;
   uint64_t due;
-  int f = uvcuda__context_fault(x), none = 0;
-  CUresult r;
+  int f = uvcuda__context_fault(x);
 
   if (f != 0) return f;
   due = atomic_load_explicit(&x->next_probe_ns, memory_order_relaxed);
@@ -86,24 +120,37 @@ int uvcuda__context_probe(struct uvcuda__context *x, uint64_t now,
   /* One prober per interval, whichever thread comes first. */
   if (!atomic_compare_exchange_strong(&x->next_probe_ns, &due, now + interval))
     return 0;
-  uvcuda__drv_enter(&sc, x->cuctx);
-  r = uvcuda__drv.cuStreamQuery(x->probe);
-  uvcuda__drv_leave(&sc);
-  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) return 0;
-  if (atomic_compare_exchange_strong(&x->fault, &none, (int)r))
-    atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
-  return uvcuda__context_fault(x);
+  return uvcuda__context_query(x);
+}
+
+void uvcuda__context_kill_device(CUdevice dev, int err) {
+  struct uvcuda__queue *q;
+  uv_once(&reg_once, reg_init);
+  uv_mutex_lock(&reg_mu);
+  uvcuda__queue_foreach(q, &reg) {
+    struct uvcuda__context *x =
+        uvcuda__queue_data(q, struct uvcuda__context, node);
+    if (x->dev != dev || atomic_load(&x->dead)) continue;
+    atomic_store_explicit(&x->dead, 1, memory_order_seq_cst);
+    set_fault(x, err);
+    while (atomic_load_explicit(&x->users, memory_order_acquire) > 0)
+      sched_yield(); /* a probe or a query is a µs or so */
+  }
+  uv_mutex_unlock(&reg_mu);
 }
 
 int uvcuda__context_counter_get(struct uvcuda__context *x,
                                 struct uvcuda__counter *c) {
   struct uvcuda__drvscope sc;
   int err;
+  if (!uvcuda__context_pin(x))
+    return UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED);
   uv_mutex_lock(&x->mu);
   uvcuda__drv_enter(&sc, x->cuctx); /* a new page is registered in x */
   err = uvcuda__counter_get(&x->counters, c);
   uvcuda__drv_leave(&sc);
   uv_mutex_unlock(&x->mu);
+  uvcuda__context_unpin(x);
   return err;
 }
 
@@ -117,9 +164,11 @@ void uvcuda__context_counter_put(struct uvcuda__context *x,
 
 CUevent uvcuda__context_event_get(struct uvcuda__context *x) {
   CUevent ev;
+  if (!uvcuda__context_pin(x)) return NULL;
   uv_mutex_lock(&x->mu);
   ev = uvcuda__evpool_get(&x->events);
   uv_mutex_unlock(&x->mu);
+  uvcuda__context_unpin(x);
   return ev;
 }
 

@@ -24,8 +24,14 @@ struct uvcuda__context {
   struct uvcuda__queue node; /* the registry; records live until exit */
   unsigned long long id;
   CUcontext cuctx;
+  CUdevice dev;
   CUstream probe;   /* private and idle: queried for faults */
   atomic_int fault; /* 0, or the sticky CUresult found */
+  /* A reset destroyed the context: none of its objects (the probe stream,
+   * events, counter registrations) may be touched again. Threads that use
+   * them count themselves in `users`; the reset waits for none. */
+  atomic_int dead;
+  atomic_int users;
   _Atomic uint64_t next_probe_ns;
   uv_mutex_t mu; /* counters, events */
   struct uvcuda__counter_pool counters;
@@ -51,6 +57,19 @@ int uvcuda__context_probe(struct uvcuda__context *x, uint64_t now,
 
 /* Bumped each time a record turns faulted. Any thread. */
 unsigned uvcuda__context_epoch(void);
+
+/* Around a driver call on one of x's own objects: 0 if x is dead (then
+ * make no call and do not unpin). */
+int uvcuda__context_pin(struct uvcuda__context *x);
+void uvcuda__context_unpin(struct uvcuda__context *x);
+
+/* The sticky error of x's private stream right now (0: healthy); the
+ * record keeps it. Any thread. */
+int uvcuda__context_query(struct uvcuda__context *x);
+
+/* Marks every record of device dev dead and faulted (`err` where no fault
+ * was found yet), and returns once no thread uses their objects. */
+void uvcuda__context_kill_device(CUdevice dev, int err);
 
 /* Counters and events of x (its lock is taken here). counter_get needs
  * no context current; event_get/put run with x's context current. */

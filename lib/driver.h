@@ -24,8 +24,10 @@ typedef CUresult(CUDAAPI *PFN_cuLaunchHostFunc_v13020)(CUstream, CUhostFn,
   XX(cuDeviceGetCount, 2000)          \
   XX(cuDevicePrimaryCtxRetain, 7000)  \
   XX(cuDevicePrimaryCtxRelease, 11000)\
+  XX(cuDevicePrimaryCtxReset, 11000)  \
   XX(cuCtxGetCurrent, 4000)           \
   XX(cuCtxSetCurrent, 4000)           \
+  XX(cuCtxGetDevice, 2000)            \
   XX(cuCtxGetId, 12000)               \
   XX(cuStreamGetCtx, 9020)            \
   XX(cuStreamGetId, 12000)            \

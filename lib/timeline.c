@@ -266,7 +266,8 @@ void uvcuda__tl_spin_poll(struct uvcuda__tlset *set,
   struct uvcuda__drvscope sc;
   uvcuda_future_t *f;
 
-  if (tl->mode == UVCUDA__TL_HOSTFN && !uvcuda__queue_empty(&tl->futures)) {
+  if (tl->mode == UVCUDA__TL_HOSTFN && !uvcuda__queue_empty(&tl->futures) &&
+      uvcuda__context_pin(tl->ctx)) {
     /* The newest event, then the oldest: at most two queries. */
     uvcuda__drv_enter(&sc, tl->ctx->cuctx);
     f = future_of(uvcuda__queue_last(&tl->futures));
@@ -277,6 +278,7 @@ void uvcuda__tl_spin_poll(struct uvcuda__tlset *set,
         uvcuda__drv.cuEventQuery(f->event_) == CUDA_SUCCESS)
       tl->done_seq = f->seq_;
     uvcuda__drv_leave(&sc);
+    uvcuda__context_unpin(tl->ctx);
   }
   uvcuda__tl_harvest(set, tl, UVCUDA__SEEN_WAKE);
 }

@@ -16,7 +16,7 @@
   XX(cuDevicePrimaryCtxRelease, 11000)   \
   XX(cuCtxGetCurrent, 4000)              \
   XX(cuCtxSetCurrent, 4000)              \
-  XX(cuCtxSynchronize, 2000)             \
+  XX(cuThreadExchangeStreamCaptureMode, 10010) \
   XX(cuStreamCreate, 2000)               \
   XX(cuStreamDestroy, 4000)              \
   XX(cuStreamSynchronize, 2000)          \

@@ -43,11 +43,10 @@ static void run(struct item *it) {
   }
   cu.cuCtxGetCurrent(&prev);
   if (prev != it->ctx) cu.cuCtxSetCurrent(it->ctx);
-  /* Work still queued may use what goes away: uvcuda's loop close does not
-   * wait for the GPU (a worker's teardown must not), so wait here, off the
-   * JS thread. A real driver's cuMemFree waits as well; the simulated one
-   * does not, and faults the context instead. */
-  if (it->kind == REAP_MEMORY || it->kind == REAP_MODULE) cu.cuCtxSynchronize();
+  /* Work still queued may use what goes away (uvcuda's loop close does
+   * not wait for the GPU, so a worker's teardown can free memory its
+   * cancelled kernels still use): cuMemFree and cuModuleUnload wait for
+   * the device first (implicit synchronisation), here, off the JS thread. */
   switch (it->kind) {
     case REAP_MEMORY: cu.cuMemFree(it->u.ptr); break;
     case REAP_MODULE: cu.cuModuleUnload(it->u.mod); break;
@@ -58,8 +57,13 @@ static void run(struct item *it) {
 }
 
 static void *reaper_main(void *arg) {
+  CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
   struct item *it;
   (void)arg;
+  /* Frees and synchronizes here are "potentially unsafe" calls: in the
+   * default (GLOBAL) mode one would invalidate a capture that any JS
+   * thread is recording. */
+  cu.cuThreadExchangeStreamCaptureMode(&relaxed);
   for (;;) {
     pthread_mutex_lock(&mu);
     while (head == NULL) pthread_cond_wait(&cv, &mu);

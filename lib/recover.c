@@ -1,0 +1,65 @@
+/* Device faults as the application sees them: a context's health, and the
+ * reset that lets a process use a device again where the driver allows. */
+#include "context.h"
+
+int uvcuda_context_health(uvcuda_context_t ctx) {
+  struct uvcuda__context *x;
+  int err, r;
+
+  if (ctx == NULL) return UVCUDA_EINVAL;
+  if ((err = uvcuda_driver_load()) != 0) return err;
+  if ((err = uvcuda__context_get((CUcontext)ctx, &x)) != 0) return err;
+  r = uvcuda__context_query(x);
+  return r == 0 ? 0 : UVCUDA_ECUDA(r);
+}
+
+/* New work on the device's fresh primary context: one counter write,
+ * awaited on a stream of its own. */
+static int check(CUdevice dev) {
+  struct uvcuda__drvscope sc;
+  struct uvcuda__context *x;
+  struct uvcuda__counter c;
+  CUcontext ctx;
+  CUstream s;
+  CUresult r;
+  int err;
+
+  if ((r = uvcuda__drv.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
+    return UVCUDA_ECUDA(r);
+  err = uvcuda__context_get(ctx, &x);
+  if (err == 0) err = uvcuda__context_counter_get(x, &c);
+  if (err == 0) {
+    uvcuda__drv_enter(&sc, ctx);
+    r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) {
+      r = uvcuda__drv.cuStreamWriteValue64(s, c.dptr, 1, 0);
+      if (r == CUDA_SUCCESS) r = uvcuda__drv.cuStreamSynchronize(s);
+      uvcuda__drv.cuStreamDestroy(s);
+    }
+    uvcuda__drv_leave(&sc);
+    if (r == CUDA_SUCCESS &&
+        uvcuda__counter_load(c.host, UVCUDA__COUNTER_MEM64) != 1)
+      r = CUDA_ERROR_UNKNOWN;
+    /* If the write never ran, none is due; else it has landed. */
+    uvcuda__context_counter_put(x, &c, UVCUDA__COUNTER_MEM64, 0);
+    if (r != CUDA_SUCCESS) err = UVCUDA_ECUDA(r);
+  }
+  if (err == 0 && (r = uvcuda__context_query(x)) != 0) err = UVCUDA_ECUDA(r);
+  uvcuda__drv.cuDevicePrimaryCtxRelease(dev);
+  return err;
+}
+
+int uvcuda_device_reset(int ordinal) {
+  CUdevice dev;
+  CUresult r;
+  int err;
+
+  if (ordinal < 0) return UVCUDA_EINVAL;
+  if ((err = uvcuda_driver_load()) != 0) return err;
+  if ((r = uvcuda__drv.cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS)
+    return r == CUDA_ERROR_INVALID_DEVICE ? UVCUDA_EINVAL : UVCUDA_ECUDA(r);
+  uvcuda__context_kill_device(dev, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  if ((r = uvcuda__drv.cuDevicePrimaryCtxReset(dev)) != CUDA_SUCCESS)
+    return UVCUDA_ECUDA(r);
+  return check(dev);
+}
