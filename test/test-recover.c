@@ -1,0 +1,255 @@
+/* Device faults as an application meets them, through the public API only:
+ * uvcuda_context_health and uvcuda_device_reset. Every case runs in a
+ * child process that loads the driver itself (a sticky fault is for the
+ * life of the process, and the driver must not be used across fork). Runs
+ * in the `sim` suite and, with --gpu, in the `gpu` suite. */
+#include "tu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int want_real;
+
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
+              #cond);                                                 \
+      return 1;                                                       \
+    }                                                                 \
+  } while (0)
+
+typedef struct {
+  uvcuda_future_t f;
+  int calls;
+  int status;
+} item_t;
+
+static void on_item(uvcuda_future_t *f, int status) {
+  item_t *it = f->data;
+  it->calls++;
+  it->status = status;
+}
+
+static int loop_open(uv_loop_t *uv, uvcuda_loop_t *ul, uvcuda_completion_t c) {
+  uvcuda_options_t o;
+  uvcuda_options_init(&o);
+  o.completion = c;
+  if (uv_loop_init(uv) != 0) return -1;
+  return uvcuda_loop_init(uv, ul, &o);
+}
+
+static int start(uvcuda_loop_t *ul, item_t *it, CUstream s) {
+  memset(it, 0, sizeof(*it));
+  if (uvcuda_future_init(ul, &it->f) != 0) return -1;
+  it->f.data = it;
+  return uvcuda_future_start(&it->f, s, NULL, on_item);
+}
+
+/* Runs the loop until every item has called back (or the watchdog). */
+static void wait_all(uv_loop_t *uv, item_t *its, int n) {
+  uint64_t end = tu_now_ns() + 30ull * 1000000000ull;
+  int i, done;
+  do {
+    uv_run(uv, UV_RUN_ONCE);
+    for (i = done = 0; i < n; i++) done += its[i].calls;
+  } while (done < n && tu_now_ns() < end);
+}
+
+static void on_loop_closed(uvcuda_loop_t *ul) { *(int *)ul->data = 1; }
+
+/* Closes the items, then the loop; no cmocka calls (peers use it too). */
+static int close_all(uv_loop_t *uv, uvcuda_loop_t *ul, item_t *its, int n) {
+  int i, closed = 0;
+  for (i = 0; i < n; i++)
+    if (uvcuda_future_close(&its[i].f, NULL) != 0) return -1;
+  uv_run(uv, UV_RUN_DEFAULT); /* their close callbacks */
+  ul->data = &closed;
+  if (uvcuda_loop_close(ul, on_loop_closed) != 0) return -2;
+  uv_run(uv, UV_RUN_DEFAULT);
+  if (!closed) return -3;
+  return uv_loop_close(uv);
+}
+
+/* ---- a healthy context ---- */
+
+static int c_healthy(void *arg) {
+  (void)arg;
+  int rc = tu_setup(want_real);
+  if (rc != 0) return rc;
+  CHECK(uvcuda_context_health(tu_ctx) == 0);
+  CHECK(uvcuda_context_health(NULL) == UVCUDA_EINVAL);
+  CHECK(uvcuda_device_reset(-1) == UVCUDA_EINVAL);
+  CHECK(uvcuda_device_reset(1000) == UVCUDA_EINVAL);
+  return 0;
+}
+
+/* ---- a fault: health tells, futures fail, a reset recovers ---- */
+
+#define N 8
+
+/* One loop: N futures held behind a gate; a kernel faults on another
+ * stream. Every future fails with the fault, health reports it; after
+ * uvcuda_device_reset, new work on new streams completes (or, where the
+ * driver keeps the fault for the life of the process, the reset says so
+ * and health stays faulted). */
+static int c_fault_then_reset(void *arg) {
+  uvcuda_completion_t c = (uvcuda_completion_t)(intptr_t)arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  item_t its[N], again, fresh;
+  CUstream s, fs, s2;
+  tu_gate_t g;
+  int i, rc, health, reset;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  CHECK(loop_open(&uv, &ul, c) == 0);
+  s = tu_stream();
+  fs = tu_stream();
+  tu_gate_init(&g);
+  tu_gate_hold(&g, s);
+  for (i = 0; i < N; i++) CHECK(start(&ul, &its[i], s) == 0);
+  tu_fault(fs);
+  wait_all(&uv, its, N); /* the gate is still closed */
+  for (i = 0; i < N; i++) {
+    CHECK(its[i].calls == 1);
+    CHECK(uvcuda_cuda_result(its[i].status) == CUDA_ERROR_ILLEGAL_ADDRESS);
+  }
+  health = uvcuda_context_health(tu_ctx);
+  CHECK(uvcuda_cuda_result(health) == CUDA_ERROR_ILLEGAL_ADDRESS);
+  /* A start on the dead context fails through its callback, at once. */
+  CHECK(start(&ul, &again, s) == 0);
+  wait_all(&uv, &again, 1);
+  CHECK(uvcuda_cuda_result(again.status) == CUDA_ERROR_ILLEGAL_ADDRESS);
+
+  reset = uvcuda_device_reset(0);
+  fprintf(stderr, "reset (%s): %s\n", uvcuda_completion_name(c),
+          uvcuda_err_name(reset));
+  if (reset != 0) {
+    /* The driver keeps the fault: no new work, and health says so. */
+    CHECK(uvcuda_cuda_result(reset) != 0);
+    CHECK(uvcuda_context_health(tu_ctx) != 0);
+    CHECK(uvcuda_future_close(&again.f, NULL) == 0);
+    CHECK(close_all(&uv, &ul, its, N) == 0);
+    return tu_is_simulated() ? 1 : 0; /* the simulation models recovery */
+  }
+  /* Streams, modules and memory of before are gone: new ones. */
+  tu.cuCtxSetCurrent(tu_ctx);
+  CHECK(uvcuda_context_health(tu_ctx) == 0);
+  CHECK(tu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CHECK(start(&ul, &fresh, s2) == 0);
+  wait_all(&uv, &fresh, 1);
+  CHECK(fresh.calls == 1 && fresh.status == 0);
+  CHECK(uvcuda_future_close(&again.f, NULL) == 0);
+  CHECK(uvcuda_future_close(&fresh.f, NULL) == 0);
+  CHECK(close_all(&uv, &ul, its, N) == 0);
+  return 0;
+}
+
+/* ---- a reset while other loops hold futures on the device ---- */
+
+#define LOOPS 4
+
+typedef struct {
+  pthread_t t;
+  uvcuda_completion_t c;
+  CUstream s;
+  volatile int started, failed, status;
+} peer_t;
+
+static void *peer_main(void *arg) {
+  peer_t *p = arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  item_t it;
+  tu.cuCtxSetCurrent(tu_ctx);
+  if (loop_open(&uv, &ul, p->c) != 0 || start(&ul, &it, p->s) != 0) {
+    p->failed = -1;
+    return NULL;
+  }
+  __atomic_store_n(&p->started, 1, __ATOMIC_RELEASE);
+  wait_all(&uv, &it, 1);
+  p->status = it.status;
+  p->failed = it.calls == 1 ? 0 : -2;
+  if (close_all(&uv, &ul, &it, 1) != 0) p->failed = -3;
+  return NULL;
+}
+
+/* Loops on other threads wait behind a gate; the device is reset without
+ * a fault. Their futures fail (the context they waited on is gone), and
+ * nothing of uvcuda's touches the destroyed objects (the simulation aborts
+ * on a destroyed stream). */
+static int c_reset_under_load(void *arg) {
+  peer_t peers[LOOPS];
+  tu_gate_t g;
+  int i, rc;
+  (void)arg;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  tu_gate_init(&g);
+  for (i = 0; i < LOOPS; i++) {
+    memset(&peers[i], 0, sizeof(peers[i]));
+    peers[i].c = i % 2 ? UVCUDA_COMPLETION_HOSTFN : UVCUDA_COMPLETION_AUTO;
+    peers[i].s = tu_stream();
+    tu_gate_hold(&g, peers[i].s);
+    CHECK(pthread_create(&peers[i].t, NULL, peer_main, &peers[i]) == 0);
+  }
+  for (i = 0; i < LOOPS; i++)
+    while (!__atomic_load_n(&peers[i].started, __ATOMIC_ACQUIRE)) sched_yield();
+  rc = uvcuda_device_reset(0);
+  for (i = 0; i < LOOPS; i++) pthread_join(peers[i].t, NULL);
+  for (i = 0; i < LOOPS; i++) {
+    CHECK(peers[i].failed == 0);
+    CHECK(uvcuda_cuda_result(peers[i].status) != 0);
+  }
+  CHECK(rc == 0);
+  CHECK(uvcuda_context_health(tu_ctx) == 0);
+  return 0;
+}
+
+/* ---- cases ---- */
+
+static void run_child(int (*fn)(void *), void *arg) {
+  int rc = tu_in_child(fn, arg);
+  if (rc == 77) skip();
+  if (rc != 0) fail_msg("child failed with status %d", rc);
+}
+
+static void healthy_context_reports_zero(void **state) {
+  (void)state;
+  run_child(c_healthy, NULL);
+}
+
+static void fault_then_reset_auto(void **state) {
+  (void)state;
+  run_child(c_fault_then_reset, (void *)(intptr_t)UVCUDA_COMPLETION_AUTO);
+}
+
+static void fault_then_reset_hostfn(void **state) {
+  (void)state;
+  run_child(c_fault_then_reset, (void *)(intptr_t)UVCUDA_COMPLETION_HOSTFN);
+}
+
+static void fault_then_reset_poll(void **state) {
+  (void)state;
+  run_child(c_fault_then_reset, (void *)(intptr_t)UVCUDA_COMPLETION_POLL);
+}
+
+static void reset_fails_other_loops_futures(void **state) {
+  (void)state;
+  run_child(c_reset_under_load, NULL);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(healthy_context_reports_zero),
+      cmocka_unit_test(fault_then_reset_auto),
+      cmocka_unit_test(fault_then_reset_hostfn),
+      cmocka_unit_test(fault_then_reset_poll),
+      cmocka_unit_test(reset_fails_other_loops_futures),
+  };
+  want_real = argc > 1 && strcmp(argv[1], "--gpu") == 0;
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
