@@ -28,7 +28,7 @@
  *    error (the test is built with -Werror);
  *  - declares the enums, whose constants cannot be declared twice, under
  *    uvcuda_selftest_<name>, and the test checks each value, the enum's
- *    size and signedness against the toolkit's.
+ *    size and underlying type against the toolkit's.
  *
  * Enums and entry points are X-macro lists, XX(NAME, value) and
  * XX(name, version, (parameters)), expanded further down into
