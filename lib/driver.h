@@ -5,8 +5,7 @@
 #ifndef UVCUDA_DRIVER_H
 #define UVCUDA_DRIVER_H
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
+#include "cuda-api.h"
 
 /* CUDA 13.2's cuLaunchHostFunc_v2 is not in the 13.0 headers. */
 typedef CUresult(CUDAAPI *PFN_cuLaunchHostFunc_v13020)(CUstream, CUhostFn,

@@ -28,6 +28,13 @@ meson compile -C "$build"
 [ "${UVCUDA_SKIP_TESTS:-0}" = 1 ] && exit 0
 meson test -C "$build" -v --print-errorlogs --num-processes 2
 
+# ---- C consumers (test/consumers/ci.sh) ------------------------------------
+# consumer.c built through pkg-config, CMake find_package and a Meson
+# subproject against the library built without the CUDA Toolkit, each run on
+# this build's simulated driver.
+test/consumers/ci.sh "$build"
+# ----------------------------------------------------------------------------
+
 # The same suites under ASan+UBSan, TSan and valgrind (C tests only: the
 # Node suite runs node itself, which is not ours to instrument). The
 # lifecycle fuzzer (suite sim) runs in every pass; the short soak is left
