@@ -380,17 +380,25 @@ static void cpu_relax(void) {
 #endif
 }
 
-/* Keep the calling worker busy for ns: sleep the bulk, spin the last 100 us
- * so short simulated kernels still have sub-scheduler-tick durations. */
-static void simulate_busy(uint64_t ns) {
+struct stream;
+static bool stream_live(const struct stream *s);
+
+/* Keep the calling worker busy for ns: sleep the bulk (at most 1 ms at a
+ * time: a fault in the context ends the kernel, as on a GPU), spin the last
+ * 100 us so short simulated kernels still have sub-scheduler-tick
+ * durations. */
+static void simulate_busy(const struct stream *s, uint64_t ns) {
   const uint64_t end = now_ns() + ns;
   for (;;) {
     uint64_t t = now_ns();
     if (t >= end) return;
-    if (end - t > 100000u)
-      sleep_for_ns(end - t - 100000u);
-    else
+    if (end - t > 100000u) {
+      uint64_t nap = end - t - 100000u;
+      sleep_for_ns(nap < 1000000u ? nap : 1000000u);
+      if (!stream_live(s)) return;
+    } else {
       cpu_relax();
+    }
   }
 }
 
@@ -910,7 +918,7 @@ static void exec_locked(struct stream *s, struct op *op) {
 static void exec_op(struct stream *s, struct op *op) {
   switch (op->kind) {
     case OP_WORK:
-      simulate_busy(op->ns);
+      simulate_busy(s, op->ns);
       break;
     case OP_HOSTFN:
     case OP_CALLBACK:
@@ -2993,8 +3001,16 @@ static int env_word(const char *var, const char *const *words, int n, int dflt) 
   return dflt;
 }
 
+/* fork(): the child gets g_mu unlocked (no other thread held it at the
+ * fork), but none of the simulation's threads: its streams make no
+ * progress there. A child may still use what needs no worker, e.g. to
+ * watch a destroyed handle abort. */
+static void fork_prepare(void) { LOCK(); }
+static void fork_done(void) { UNLOCK(); }
+
 static void load_config(void) {
   static const char *const handles[] = {"error", "abort"};
+  pthread_atfork(fork_prepare, fork_done, fork_done);
   static const char *const scopes[] = {"context", "device"};
   LOCK();
   g_driver_version = env_int("SIMCUDA_DRIVER_VERSION",

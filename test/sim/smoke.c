@@ -1346,7 +1346,7 @@ static void test_busy_streams_hide_fault(void) {
   OK(cu.StreamCreate(&idle, 0));
   OK(cu.StreamCreate(&faulting, 0));
   OK(cu.WaitValue32(gated, (CUdeviceptr)(uintptr_t)gate, 1, CU_STREAM_WAIT_VALUE_GEQ));
-  OK(simcuda_enqueue_work(busy, 300 * MS));
+  OK(simcuda_enqueue_work(busy, 60000 * MS)); /* the fault ends it */
   CHECK(simcuda_set_busy_streams_hide_fault(1) == 0);
   CHECK(simcuda_busy_streams_hide_fault() == 1);
   OK(simcuda_enqueue_fault(faulting, CUDA_ERROR_ILLEGAL_ADDRESS));
@@ -1356,12 +1356,15 @@ static void test_busy_streams_hide_fault(void) {
     CHECK_RES(cu.StreamQuery(busy), CUDA_ERROR_NOT_READY);
     CHECK_RES(cu.StreamQuery(idle), CUDA_ERROR_ILLEGAL_ADDRESS);
     CHECK_RES(cu.StreamQuery(faulting), CUDA_ERROR_ILLEGAL_ADDRESS);
-    sleep_ms(150); /* the busy stream's work is over by the last round */
+    sleep_ms(50);
   }
   CHECK_RES(simcuda_enqueue_work(gated, 1), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_RES(cu.StreamSynchronize(gated), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK(simcuda_set_busy_streams_hide_fault(0) == 1);
   OK(cu.CtxDestroy(c));
+  uint64_t t0 = now_ns();
+  simcuda_quiesce(); /* the 60 s kernel stopped at the fault */
+  CHECK(now_ns() - t0 < 10000 * MS);
 }
 
 /* After a fault, cuDevicePrimaryCtxReset gives a fresh context behind the
