@@ -1,13 +1,25 @@
 /* Lifecycle fuzzer: random sequences of loop-context init/close (switching
  * strategies), future init/start/close/restart, ops that fail, stream work
- * of random length, and a sticky fault on a second simulated device, across
- * 1-4 loops on their own threads, against the simulated driver.
+ * of random length, sticky faults (on a second simulated device, and in
+ * contexts made with cuCtxCreate), streams destroyed once their futures
+ * have called back and made again (the simulation hands the handle back,
+ * often to another context or another fuzzer's thread), and stream
+ * captures begun on streams with pending futures, across 1-4 loops on
+ * their own threads, each loop using 8 contexts, against the simulated
+ * driver.
  *
  * Invariants, checked after every step: a started future gets exactly one
  * callback; no callback while not started; no callback after close_cb;
- * close_cb exactly once per close; at the end every future and context is
+ * close_cb exactly once per close; a capture ends with CUDA_SUCCESS (the
+ * library never disturbed it); at the end every future and context is
  * closed and (under ASan/valgrind) nothing leaks.
  *
+ * Captures: RELAXED ones anywhere (only querying the capturing stream
+ * itself may break them); THREAD_LOCAL ones while this thread starts no
+ * futures and opens or closes no loop context (the library's own calls
+ * around the spin, the poll and the fault probes must leave them alone).
+ * GLOBAL ones are left to test-contract: any thread's allocation breaks
+ * them, so their survival depends on what the other fuzzers do.
  *
  * The core is shared by the cmocka run (test/test-fuzz.c) and the libFuzzer
  * target (test/fuzz/libfuzzer.c). */
@@ -21,12 +33,14 @@
 #include "simcuda.h"
 
 #define NF 24 /* futures per loop */
+#define NS 4  /* streams per device's primary context */
+#define NC 6  /* contexts made with cuCtxCreate, one stream each */
+#define NST (2 * NS + NC)
 
 /* Device 1's context dies (sticky) at the first fault, for the process. */
 static int dev1_dead;
 
 static void on_tick(uv_timer_t *t) { (void)t; }
-#define NS 4  /* streams per device */
 
 typedef struct {
   uvcuda_future_t f;
@@ -34,9 +48,20 @@ typedef struct {
   int closing;    /* close called */
   int started;    /* start returned 0, callback not yet run */
   int restart;    /* the callback starts it again */
+  int si;         /* stream of the current start */
   uint64_t cbs, starts, closes, close_cbs;
   struct fz *fz;
 } slot_t;
+
+/* 0..NS-1: device 0's primary context; NS..2NS-1: device 1's; then one per
+ * made context. */
+typedef struct {
+  CUstream s;
+  CUcontext ctx;
+  int dev1;     /* on device 1 (its context may die) */
+  int made;     /* index + 1 of its made context, or 0 */
+  int pending;  /* futures started on it whose callback has not run */
+} fstream_t;
 
 struct fz {
   uv_loop_t uv;
@@ -45,14 +70,55 @@ struct fz {
   int ul_up, ul_closing;
   uvcuda_completion_t strategy;
   slot_t s[NF];
-  CUstream st[2][NS];
+  fstream_t st[NST];
+  CUcontext made[NC];
+  int made_dead[NC]; /* faulted: its stream is no longer picked */
   int ndev;
+  int cap;            /* index + 1 of the capturing stream, or 0 */
+  int cap_strict;     /* THREAD_LOCAL: no starts, no loop init/close */
+  uint64_t cap_until; /* step at which it ends */
   uint64_t rng;
   uint64_t violations;
   char what[160];
   uint64_t ops;
   uint64_t ctx_inits, ctx_closes, nstarts, ncbs, ncancel, nerr, ncloses;
+  uint64_t nrecreated, nreused, ncaptures, nfaults;
 };
+
+/* UVCUDA_FUZZ_SKIP=capture,recreate,fault: leave those draws out (to tell
+ * which one a failure needs). */
+static int skip_capture, skip_recreate, skip_fault;
+
+static struct {
+  PFN_cuCtxCreate_v3020 cuCtxCreate;
+  PFN_cuCtxDestroy_v4000 cuCtxDestroy;
+  PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
+  PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiate;
+  PFN_cuGraphLaunch_v10000 cuGraphLaunch;
+  PFN_cuGraphExecDestroy_v10000 cuGraphExecDestroy;
+} fx;
+static pthread_once_t fx_once = PTHREAD_ONCE_INIT;
+
+static void fx_sym(void *field, const char *name, int ver) {
+  void *p = NULL;
+  uvcuda_driver_symbol(name, ver, &p);
+  memcpy(field, &p, sizeof(p));
+}
+
+static void fx_resolve(void) {
+  const char *skip = getenv("UVCUDA_FUZZ_SKIP");
+  if (skip) {
+    skip_capture = strstr(skip, "capture") != NULL;
+    skip_recreate = strstr(skip, "recreate") != NULL;
+    skip_fault = strstr(skip, "fault") != NULL;
+  }
+  fx_sym(&fx.cuCtxCreate, "cuCtxCreate", 3020);
+  fx_sym(&fx.cuCtxDestroy, "cuCtxDestroy", 4000);
+  fx_sym(&fx.cuCtxPopCurrent, "cuCtxPopCurrent", 4000);
+  fx_sym(&fx.cuGraphInstantiate, "cuGraphInstantiate", 12000);
+  fx_sym(&fx.cuGraphLaunch, "cuGraphLaunch", 10000);
+  fx_sym(&fx.cuGraphExecDestroy, "cuGraphExecDestroy", 10000);
+}
 
 static uint64_t rnd(struct fz *z) {
   z->rng ^= z->rng << 13;
@@ -73,7 +139,9 @@ static int op_work(uvcuda_future_t *f, uvcuda_stream_t s) {
   uint64_t r = rnd(sl->fz);
   if (r % 11 == 0) return (int)CUDA_ERROR_INVALID_VALUE;
   if (r % 13 == 0) return UVCUDA_ENOMEM;
-  /* Short: simulated work spins a core, and POLL loops spin too. */
+  /* Mostly short: simulated work spins a core, and POLL loops spin too;
+   * now and then a few ms, so several contexts have futures armed at once. */
+  if (r % 17 == 0) return (int)simcuda_enqueue_work((CUstream)s, (r >> 8) % 5000000);
   return (int)simcuda_enqueue_work((CUstream)s, (r >> 8) % 10000);
 }
 
@@ -88,9 +156,33 @@ static void on_close(uvcuda_future_t *f) {
   sl->inited = sl->closing = 0;
 }
 
-static CUstream pick_stream(struct fz *z) {
-  uint64_t r = rnd(z);
-  return z->st[(int)(r % (uint64_t)z->ndev)][(r >> 4) % NS];
+static int usable(struct fz *z, int i) {
+  const fstream_t *st = &z->st[i];
+  if (st->s == NULL) return 0;
+  if (st->dev1) return z->ndev > 1;
+  return !st->made || !z->made_dead[st->made - 1];
+}
+
+/* A stream to start on: a device's primary context or a made context. */
+static int pick_stream(struct fz *z) {
+  for (;;) {
+    int i = (int)(rnd(z) % NST);
+    if (usable(z, i)) return i;
+  }
+}
+
+static void on_cb(uvcuda_future_t *f, int status);
+
+static int start_slot(struct fz *z, slot_t *sl, uvcuda_op_cb op) {
+  int si = pick_stream(z);
+  int rc = uvcuda_future_start(&sl->f, z->st[si].s, op, on_cb);
+  if (rc == 0) {
+    sl->si = si;
+    z->st[si].pending++;
+    sl->started = 1;
+    sl->starts++;
+  }
+  return rc;
 }
 
 static void on_cb(uvcuda_future_t *f, int status) {
@@ -101,6 +193,7 @@ static void on_cb(uvcuda_future_t *f, int status) {
   if (sl->closing && status != UVCUDA_ECANCELED)
     violation(z, "closed future not cancelled", i);
   sl->started = 0;
+  z->st[sl->si].pending--;
   sl->cbs++;
   z->ncbs++;
   if (status == UVCUDA_ECANCELED) z->ncancel++;
@@ -108,14 +201,9 @@ static void on_cb(uvcuda_future_t *f, int status) {
   if (sl->cbs != sl->starts) violation(z, "callback count != start count", i);
   if (uvcuda_future_state(f) != (sl->closing ? UVCUDA_FUTURE_CLOSING : UVCUDA_FUTURE_IDLE))
     violation(z, "state in callback", i);
-  if (sl->restart && !sl->closing) {
+  if (sl->restart && !sl->closing && !z->cap_strict) {
     sl->restart = 0;
-    if (uvcuda_future_start(f, pick_stream(z), op_work, on_cb) == 0) {
-      sl->started = 1;
-      sl->starts++;
-    } else {
-      violation(z, "restart from callback refused", i);
-    }
+    if (start_slot(z, sl, op_work) != 0) violation(z, "restart from callback refused", i);
   }
 }
 
@@ -142,19 +230,131 @@ static void on_ctx_closed(uvcuda_loop_t *ul) {
   z->ul_closing = 0;
 }
 
+/* ---- streams destroyed and made again ---- */
+
+/* A stream of device 0 or of a live made context whose futures have all
+ * called back (the API allows destroying it then) is destroyed, and a new
+ * one is made in such a context; the simulation hands handles back LIFO. */
+static void recreate_stream(struct fz *z) {
+  int i = (int)(rnd(z) % NST), j;
+  fstream_t *st = &z->st[i];
+  CUstream old = st->s;
+  CUcontext ctx;
+  if (st->dev1 || !usable(z, i) || st->pending || z->cap == i + 1) return;
+  if (tu.cuStreamDestroy(old) != CUDA_SUCCESS) violation(z, "stream destroy failed", -1);
+  st->s = NULL;
+  j = (int)(rnd(z) % (NC + 1)); /* 0: device 0's primary context */
+  if (j > 0 && z->made_dead[j - 1]) j = 0;
+  ctx = j ? z->made[j - 1] : tu_ctx;
+  tu.cuCtxSetCurrent(ctx);
+  if (tu.cuStreamCreate(&st->s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+    violation(z, "stream create failed", -1);
+    st->s = NULL;
+  }
+  tu.cuCtxSetCurrent(tu_ctx);
+  st->ctx = ctx;
+  st->made = j;
+  z->nrecreated++;
+  if (st->s == old) z->nreused++;
+}
+
+/* ---- captures ---- */
+
+static void capture_end(struct fz *z) {
+  fstream_t *st = &z->st[z->cap - 1];
+  CUgraph g = NULL;
+  CUgraphExec x = NULL;
+  CUresult r = tu.cuStreamEndCapture(st->s, &g);
+  if (r != CUDA_SUCCESS) {
+    char msg[96];
+    snprintf(msg, sizeof(msg), "capture ended with %d (%s mode)", (int)r,
+             z->cap_strict ? "thread-local" : "relaxed");
+    violation(z, msg, -1);
+  }
+  if (g != NULL) {
+    if (fx.cuGraphInstantiate(&x, g, 0) != CUDA_SUCCESS ||
+        fx.cuGraphLaunch(x, st->s) != CUDA_SUCCESS)
+      violation(z, "captured graph did not launch", -1);
+    if (x) fx.cuGraphExecDestroy(x);
+    tu.cuGraphDestroy(g);
+  }
+  z->cap = 0;
+  z->cap_strict = 0;
+}
+
+/* Begins capturing a stream (one with pending futures when there is one)
+ * for a while; work goes into the capture; futures started on it meanwhile
+ * are refused through their callbacks (UVCUDA_ECAPTURING). */
+static void capture_toggle(struct fz *z) {
+  int i, k, best = -1;
+  if (z->cap) {
+    capture_end(z);
+    return;
+  }
+  for (k = 0; k < 4; k++) {
+    i = (int)(rnd(z) % NST);
+    if (!usable(z, i) || z->st[i].dev1) continue;
+    if (best < 0 || z->st[i].pending > z->st[best].pending) best = i;
+  }
+  if (best < 0) return;
+  /* Not while the loop closes: its last frees may run on this thread. */
+  z->cap_strict = rnd(z) % 2 == 0 && !z->ul_closing;
+  if (tu.cuStreamBeginCapture(z->st[best].s, z->cap_strict
+                                                 ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                                                 : CU_STREAM_CAPTURE_MODE_RELAXED) !=
+      CUDA_SUCCESS) {
+    violation(z, "capture refused", -1);
+    z->cap_strict = 0;
+    return;
+  }
+  z->cap = best + 1;
+  z->cap_until = z->ops + 5 + rnd(z) % 200;
+  z->ncaptures++;
+  if (simcuda_enqueue_work(z->st[best].s, 1000) != CUDA_SUCCESS)
+    violation(z, "enqueue into a capture refused", -1);
+}
+
+/* ---- faults ---- */
+
+static void fault(struct fz *z) {
+  uint64_t r = rnd(z);
+  if (z->cap) return; /* a fault in the capture's context would end it */
+  if (z->ndev > 1 && r % 500 == 0) { /* device 1 (once per process) */
+    __atomic_store_n(&dev1_dead, 1, __ATOMIC_RELAXED);
+    simcuda_enqueue_fault(z->st[NS].s, CUDA_ERROR_ILLEGAL_ADDRESS);
+    z->ndev = 1; /* stop using it; futures pending on it must fail */
+    z->nfaults++;
+  } else if (r % 50 == 1) { /* a made context: its pending futures must fail */
+    int j, live = 0, i;
+    for (i = 0; i < NC; i++) live += !z->made_dead[i];
+    if (live <= NC / 2) return; /* half of them stay healthy */
+    for (i = 2 * NS; i < NST; i++) { /* one with futures pending, if any */
+      j = z->st[i].made - 1;
+      if (j >= 0 && !z->made_dead[j] && z->st[i].s && z->st[i].pending) break;
+    }
+    if (i == NST) return;
+    simcuda_enqueue_fault(z->st[i].s, CUDA_ERROR_ILLEGAL_ADDRESS);
+    z->made_dead[j] = 1;
+    z->nfaults++;
+  }
+}
+
 int fuzz_step(struct fz *z, unsigned action) {
   int i = (int)(rnd(z) % NF), rc, live = 0, j;
   slot_t *sl = &z->s[i];
 
   z->ops++;
+  if (z->cap && z->ops >= z->cap_until) capture_end(z);
   if (!z->ul_up) {
-    if (!z->ul_closing && ctx_up(z) != 0) violation(z, "loop init failed", -1);
+    if (!z->ul_closing && !z->cap_strict && ctx_up(z) != 0)
+      violation(z, "loop init failed", -1);
     uv_run(&z->uv, UV_RUN_NOWAIT);
     return 0;
   }
-  switch (action % 10) {
+  switch (action % 20) {
     case 0:
-    case 1: /* init */
+    case 1:
+    case 2: /* init */
       if (!sl->inited && !z->ul_closing) {
         rc = uvcuda_future_init(&z->ul, &sl->f);
         if (rc) violation(z, "init failed", i);
@@ -162,16 +362,17 @@ int fuzz_step(struct fz *z, unsigned action) {
         sl->inited = 1;
       }
       break;
-    case 2:
-    case 3: /* start */
-      if (sl->inited && !sl->closing) {
-        rc = uvcuda_future_start(&sl->f, pick_stream(z),
-                                 rnd(z) % 4 ? op_work : NULL, on_cb);
+    case 3:
+    case 4:
+    case 5:
+    case 6: /* start */
+      if (sl->inited && !sl->closing && !z->cap_strict) {
+        uvcuda_op_cb op = rnd(z) % 4 ? op_work : NULL;
         if (sl->started) {
-          if (rc != UVCUDA_EBUSY) violation(z, "double start not EBUSY", i);
-        } else if (rc == 0) {
-          sl->started = 1;
-          sl->starts++;
+          if (uvcuda_future_start(&sl->f, z->st[pick_stream(z)].s, op, on_cb) !=
+              UVCUDA_EBUSY)
+            violation(z, "double start not EBUSY", i);
+        } else if (start_slot(z, sl, op) == 0) {
           z->nstarts++;
           sl->restart = rnd(z) % 5 == 0;
         } else {
@@ -179,7 +380,8 @@ int fuzz_step(struct fz *z, unsigned action) {
         }
       }
       break;
-    case 4: /* close */
+    case 7:
+    case 8: /* close */
       if (sl->inited) {
         rc = uvcuda_future_close(&sl->f, on_close);
         if (sl->closing) {
@@ -192,8 +394,8 @@ int fuzz_step(struct fz *z, unsigned action) {
         }
       }
       break;
-    case 5: /* close the context if possible; EBUSY otherwise */
-      if (!z->ul_closing) {
+    case 9: /* close the context if possible; EBUSY otherwise */
+      if (!z->ul_closing && !z->cap_strict) {
         for (j = 0; j < NF; j++) live += z->s[j].inited;
         if (live && rnd(z) % 8 == 0) { /* sometimes: shut everything down */
           for (j = 0; j < NF; j++) {
@@ -216,12 +418,14 @@ int fuzz_step(struct fz *z, unsigned action) {
         }
       }
       break;
-    case 6: /* a fault on the second device (once) */
-      if (z->ndev > 1 && rnd(z) % 500 == 0) {
-        __atomic_store_n(&dev1_dead, 1, __ATOMIC_RELAXED);
-        simcuda_enqueue_fault(z->st[1][0], CUDA_ERROR_ILLEGAL_ADDRESS);
-        z->ndev = 1; /* stop using it; futures pending on it must fail */
-      }
+    case 10: /* a fault (rarely) */
+      if (!skip_fault) fault(z);
+      break;
+    case 11: /* a stream destroyed and made again */
+      if (!skip_recreate) recreate_stream(z);
+      break;
+    case 12: /* a capture begins or ends */
+      if (rnd(z) % 4 == 0 && !skip_capture) capture_toggle(z);
       break;
     default: /* run the loop */
       uv_run(&z->uv, action % 2 ? UV_RUN_NOWAIT : UV_RUN_ONCE);
@@ -234,6 +438,7 @@ int fuzz_step(struct fz *z, unsigned action) {
 int fuzz_finish(struct fz *z) {
   int i;
   uint64_t end = uv_hrtime() + 60000000000ull; /* 60 s: only a bug waits that long */
+  if (z->cap) capture_end(z);
   for (i = 0; i < NF; i++) {
     slot_t *sl = &z->s[i];
     if (sl->inited && !sl->closing) {
@@ -264,20 +469,32 @@ int fuzz_finish(struct fz *z) {
   uv_close((uv_handle_t *)&z->tick, NULL);
   if (!getenv("UVCUDA_FUZZ_QUIET"))
     fprintf(stderr, "fuzz: %llu ops, %llu contexts (%llu closed early), %llu starts, "
-          "%llu callbacks (%llu cancelled, %llu errors), %llu violations\n",
+          "%llu callbacks (%llu cancelled, %llu errors), %llu streams made again "
+          "(%llu on the same handle), %llu captures, %llu faults, %llu violations\n",
           (unsigned long long)z->ops, (unsigned long long)z->ctx_inits,
           (unsigned long long)z->ctx_closes, (unsigned long long)z->nstarts,
           (unsigned long long)z->ncbs, (unsigned long long)z->ncancel,
-          (unsigned long long)z->nerr, (unsigned long long)z->violations);
+          (unsigned long long)z->nerr, (unsigned long long)z->nrecreated,
+          (unsigned long long)z->nreused, (unsigned long long)z->ncaptures,
+          (unsigned long long)z->nfaults, (unsigned long long)z->violations);
   uv_run(&z->uv, UV_RUN_NOWAIT);
   if (uv_loop_close(&z->uv) != 0) violation(z, "uv loop not empty", -1);
   return z->violations ? 1 : 0;
 }
 
+static CUstream new_stream(CUcontext ctx) {
+  CUstream s = NULL;
+  tu.cuCtxSetCurrent(ctx);
+  if (tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) s = NULL;
+  return s;
+}
+
 struct fz *fuzz_new(uint64_t seed, int ndev) {
   struct fz *z = calloc(1, sizeof(*z));
-  int d, k, i;
+  CUdevice d0;
+  int k, i;
   if (z == NULL) return NULL;
+  pthread_once(&fx_once, fx_resolve);
   z->rng = seed * 0x9e3779b97f4a7c15ull + 1;
   if (__atomic_load_n(&dev1_dead, __ATOMIC_RELAXED)) ndev = 1;
   z->ndev = ndev;
@@ -286,34 +503,42 @@ struct fz *fuzz_new(uint64_t seed, int ndev) {
   uv_timer_init(&z->uv, &z->tick);
   uv_timer_start(&z->tick, on_tick, 50, 50);
   uv_unref((uv_handle_t *)&z->tick);
-  for (d = 0; d < ndev; d++) {
-    tu.cuCtxSetCurrent(d == 0 ? tu_ctx : fuzz_ctx1);
-    for (k = 0; k < NS; k++) {
-      if (tu.cuStreamCreate(&z->st[d][k], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-        if (d == 0) { /* device 0 never faults: a real failure */
-          uv_close((uv_handle_t *)&z->tick, NULL);
-          uv_run(&z->uv, UV_RUN_NOWAIT);
-          uv_loop_close(&z->uv);
-          free(z);
-          return NULL;
-        }
-        z->st[d][k] = NULL;
-        z->ndev = 1;
-      }
-    }
+  tu.cuDeviceGet(&d0, 0);
+  for (k = 0; k < NC; k++) {
+    if (fx.cuCtxCreate == NULL || fx.cuCtxCreate(&z->made[k], 0, d0) != CUDA_SUCCESS)
+      goto fail;
+    fx.cuCtxPopCurrent(NULL);
+  }
+  for (i = 0; i < NST; i++) {
+    fstream_t *st = &z->st[i];
+    st->dev1 = i >= NS && i < 2 * NS;
+    st->made = i >= 2 * NS ? i - 2 * NS + 1 : 0;
+    st->ctx = st->dev1 ? fuzz_ctx1 : st->made ? z->made[st->made - 1] : tu_ctx;
+    if (st->dev1 && ndev < 2) continue;
+    st->s = new_stream(st->ctx);
+    if (st->s == NULL && !st->dev1) goto fail; /* only device 1 may be dead */
+    if (st->s == NULL) z->ndev = 1;
   }
   tu.cuCtxSetCurrent(tu_ctx);
   return z;
+fail:
+  tu.cuCtxSetCurrent(tu_ctx);
+  uv_close((uv_handle_t *)&z->tick, NULL);
+  uv_run(&z->uv, UV_RUN_NOWAIT);
+  uv_loop_close(&z->uv);
+  fuzz_free(z);
+  return NULL;
 }
 
 void fuzz_free(struct fz *z) {
-  int d, k;
-  for (d = 0; d < 2; d++)
-    for (k = 0; k < NS; k++)
-      if (z->st[d][k]) {
-        tu.cuStreamSynchronize(z->st[d][k]);
-        tu.cuStreamDestroy(z->st[d][k]);
-      }
+  int i;
+  for (i = 0; i < NST; i++)
+    if (z->st[i].s) {
+      tu.cuStreamSynchronize(z->st[i].s);
+      tu.cuStreamDestroy(z->st[i].s);
+    }
+  for (i = 0; i < NC; i++)
+    if (z->made[i]) fx.cuCtxDestroy(z->made[i]); /* ends a fault there too */
   free(z);
 }
 

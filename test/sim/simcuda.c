@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,17 +62,22 @@
   X(GetErrorName) X(GetErrorString)                                      \
   X(DeviceGet) X(DeviceGetCount) X(DeviceGetAttribute) X(DeviceGetName)  \
   X(DevicePrimaryCtxRetain) X(DevicePrimaryCtxRelease)                   \
+  X(DevicePrimaryCtxReset)                                               \
+  X(CtxCreate) X(CtxDestroy) X(CtxGetId)                                 \
   X(CtxGetCurrent) X(CtxSetCurrent) X(CtxPushCurrent) X(CtxPopCurrent)   \
   X(CtxGetDevice) X(CtxSynchronize)                                      \
   X(StreamGetCtx) X(StreamCreate) X(StreamDestroy) X(StreamQuery)        \
-  X(StreamSynchronize) X(StreamWaitEvent)                                \
+  X(StreamSynchronize) X(StreamWaitEvent) X(StreamGetId)                 \
   X(StreamIsCapturing) X(StreamBeginCapture) X(StreamEndCapture)         \
-  X(GraphDestroy)                                                        \
+  X(ThreadExchangeStreamCaptureMode)                                     \
+  X(GraphDestroy) X(GraphInstantiate) X(GraphInstantiateWithFlags)       \
+  X(GraphLaunch) X(GraphExecDestroy)                                     \
   X(EventCreate) X(EventRecord) X(EventQuery) X(EventSynchronize)        \
   X(EventDestroy)                                                        \
   X(LaunchHostFunc) X(LaunchHostFunc_v2) X(StreamAddCallback)            \
   X(StreamWriteValue32) X(StreamWriteValue64) X(StreamWaitValue32)       \
   X(MemHostAlloc) X(MemFreeHost) X(MemHostGetDevicePointer)              \
+  X(MemHostRegister) X(MemHostUnregister)                                \
   X(MemAlloc) X(MemFree)                                                 \
   X(MemcpyHtoDAsync) X(MemcpyDtoHAsync) X(MemcpyDtoDAsync)               \
   X(MemcpyPeerAsync) X(MemsetD8Async) X(MemsetD32Async)                  \
@@ -97,12 +103,19 @@ static const char *const g_entry_names[E_COUNT] = {
 
 struct stream;
 
+/* A context: a device's primary context (retained and released), or one
+ * made by cuCtxCreate (destroyed by cuCtxDestroy, its handle never reused).
+ * Contexts live in g_ctx_chunks for the life of the process, so a stale
+ * handle is always safe to look up. */
 struct ctx {
   int dev;
-  int refcount;        /* primary-context retains; 0 = not created */
-  unsigned gen;        /* bumped when the last release destroys it (atomic) */
+  bool primary;
+  int refcount;        /* primary: retains; created: 1 until destroyed */
+  unsigned gen;        /* bumped when the context is destroyed (atomic) */
   CUresult fault;      /* sticky error, CUDA_SUCCESS if none (atomic) */
   struct stream *dflt; /* lazily created default stream */
+  unsigned long long id;      /* cuCtxGetId: new for each incarnation */
+  unsigned long long dflt_id; /* cuStreamGetId of its default stream */
 };
 
 /* One cuEventRecord. Shared by the event and by the ops that complete or
@@ -179,10 +192,33 @@ struct stream {
   bool user;    /* from cuStreamCreate (else a default stream) */
   bool destroyed;
   bool busy; /* the worker is executing an op */
+  bool fault_hidden; /* SIMCUDA_BUSY_STREAMS_HIDE_FAULT: queries say NOT_READY */
   int refs;  /* worker + waiters */
+  int slot;  /* index in g_slots while it owns its handle, else -1 */
+  unsigned long long id; /* cuStreamGetId */
   struct op *head, *tail;
   pthread_cond_t cv; /* wakes the worker */
   CUstreamCaptureStatus cap;
+  CUstreamCaptureMode cap_mode; /* as passed to cuStreamBeginCapture */
+  pthread_t cap_thread;         /* the thread that began the capture */
+  struct op *cap_head, *cap_tail; /* work recorded into the capture */
+};
+
+/* Stream handles are addresses of slots in g_slots, not of stream objects:
+ * a destroyed stream's handle goes back on a LIFO free list at once and is
+ * handed to the next cuStreamCreate (in any context), as the real driver
+ * reuses handles, while the old stream object drains its queue unseen. */
+enum slot_state {
+  SLOT_UNUSED,    /* never handed out */
+  SLOT_LIVE,      /* names a stream */
+  SLOT_DESTROYED, /* its stream was destroyed by cuStreamDestroy */
+  SLOT_ORPHANED,  /* its stream went away with its context */
+};
+
+struct sslot {
+  struct stream *s;
+  uint32_t state;
+  uint32_t next_free; /* index + 1 of the next free slot, 0 = none */
 };
 
 struct event {
@@ -208,8 +244,22 @@ struct module {
   struct func *funcs;
 };
 
+/* A captured graph and an instantiated one hold the recorded ops; a launch
+ * enqueues copies of them. */
 struct graph {
   struct graph *next;
+  struct op *ops;
+};
+
+struct gexec {
+  struct gexec *next;
+  struct op *ops;
+};
+
+enum alloc_kind {
+  A_DEVICE,     /* cuMemAlloc */
+  A_PINNED,     /* cuMemHostAlloc: the simulation owns the memory */
+  A_REGISTERED, /* cuMemHostRegister: the caller owns the memory */
 };
 
 struct alloc {
@@ -217,7 +267,7 @@ struct alloc {
   uintptr_t base;
   size_t size;
   struct ctx *ctx;
-  bool host; /* cuMemHostAlloc (else cuMemAlloc) */
+  enum alloc_kind kind;
 };
 
 struct host_job {
@@ -250,11 +300,31 @@ static struct {
   uint64_t waiting;       /* calls waiting in a hold now */
 } g_entry[E_COUNT]; /* under g_mu */
 
-static struct ctx g_ctx[SIM_MAX_DEVICES];
+/* Contexts: chunk 0 starts with the SIM_MAX_DEVICES primary contexts. */
+#define SIM_CTX_CHUNK 1024
+#define SIM_CTX_CHUNKS 64
+static struct ctx *g_ctx_chunks[SIM_CTX_CHUNKS];
+static int g_nctx; /* contexts handed out, primaries included */
+
+#define SIM_MAX_STREAM_HANDLES 32768
+static struct sslot g_slots[SIM_MAX_STREAM_HANDLES];
+static uint32_t g_slots_used; /* high-water mark */
+static uint32_t g_slot_free;  /* index + 1 of the top free slot, 0 = none */
+
+static unsigned long long g_next_ctx_id = 1, g_next_stream_id = 1;
+
+/* Behaviour switches (SIMCUDA_DESTROYED_HANDLES, SIMCUDA_FAULT_SCOPE,
+ * SIMCUDA_BUSY_STREAMS_HIDE_FAULT and their setters); under g_mu. */
+static bool g_destroyed_abort = true;
+static bool g_fault_scope_device;
+static bool g_busy_hide_fault;
+static int g_captures; /* streams with a capture sequence in progress */
+
 static struct stream *g_streams;
 static struct event *g_events;
 static struct module *g_modules;
 static struct graph *g_graphs;
+static struct gexec *g_gexecs;
 static struct alloc *g_allocs;
 static struct host_job *g_host_head, *g_host_tail;
 static int g_live_user_streams;
@@ -263,6 +333,10 @@ static uint64_t g_hostfn_runs, g_hostfn_v2_runs[2], g_memop_writes; /* atomic */
 
 static __thread struct ctx *t_ctx_stack[SIM_CTX_STACK];
 static __thread int t_ctx_depth;
+/* cuThreadExchangeStreamCaptureMode; 0 is CU_STREAM_CAPTURE_MODE_GLOBAL. */
+static __thread CUstreamCaptureMode t_cap_mode;
+/* The entry point this thread is in, for messages (-1: a simcuda_* call). */
+static __thread int t_entry = -1;
 
 #define ALOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define ASTORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -306,17 +380,25 @@ static void cpu_relax(void) {
 #endif
 }
 
-/* Keep the calling worker busy for ns: sleep the bulk, spin the last 100 us
- * so short simulated kernels still have sub-scheduler-tick durations. */
-static void simulate_busy(uint64_t ns) {
+struct stream;
+static bool stream_live(const struct stream *s);
+
+/* Keep the calling worker busy for ns: sleep the bulk (at most 1 ms at a
+ * time: a fault in the context ends the kernel, as on a GPU), spin the last
+ * 100 us so short simulated kernels still have sub-scheduler-tick
+ * durations. */
+static void simulate_busy(const struct stream *s, uint64_t ns) {
   const uint64_t end = now_ns() + ns;
   for (;;) {
     uint64_t t = now_ns();
     if (t >= end) return;
-    if (end - t > 100000u)
-      sleep_for_ns(end - t - 100000u);
-    else
+    if (end - t > 100000u) {
+      uint64_t nap = end - t - 100000u;
+      sleep_for_ns(nap < 1000000u ? nap : 1000000u);
+      if (!stream_live(s)) return;
+    } else {
       cpu_relax();
+    }
   }
 }
 
@@ -331,6 +413,7 @@ static int entry_find(const char *name) {
 static CUresult enter(enum entry_id e) {
   ensure_config();
   CUresult r = CUDA_SUCCESS;
+  t_entry = (int)e;
   LOCK();
   g_entry[e].calls++;
   /* A call that blocks inside the driver, as a real one can (lock held by
@@ -365,14 +448,51 @@ static CUresult enter(enum entry_id e) {
  * Contexts (under g_mu unless noted)
  * ------------------------------------------------------------------------ */
 
+static struct ctx *ctx_at(int i) {
+  return &g_ctx_chunks[i / SIM_CTX_CHUNK][i % SIM_CTX_CHUNK];
+}
+
+static struct ctx *primary_ctx(int dev) { return ctx_at(dev); }
+
+/* Any context ever handed out (live or destroyed), or NULL; never
+ * dereferences h. Primary contexts of absent devices are not contexts. */
 static struct ctx *ctx_lookup(CUcontext h) {
-  int n = ALOAD(&g_ndev);
-  for (int i = 0; i < n; i++)
-    if ((CUcontext)(void *)&g_ctx[i] == h) return &g_ctx[i];
+  uintptr_t a = (uintptr_t)(void *)h;
+  for (int k = 0; k < SIM_CTX_CHUNKS && g_ctx_chunks[k]; k++) {
+    uintptr_t base = (uintptr_t)g_ctx_chunks[k];
+    if (a < base || a >= base + SIM_CTX_CHUNK * sizeof(struct ctx)) continue;
+    if ((a - base) % sizeof(struct ctx)) return NULL;
+    int i = k * SIM_CTX_CHUNK + (int)((a - base) / sizeof(struct ctx));
+    if (i >= g_nctx) return NULL;
+    if (i < SIM_MAX_DEVICES && i >= ALOAD(&g_ndev)) return NULL;
+    return ctx_at(i);
+  }
   return NULL;
 }
 
+/* A context made by cuCtxCreate and since destroyed. */
+static bool ctx_gone(const struct ctx *c) {
+  return !c->primary && c->refcount == 0;
+}
+
 static CUcontext ctx_handle(struct ctx *c) { return (CUcontext)(void *)c; }
+
+/* A fresh incarnation of c: new ids, no fault. */
+static void ctx_incarnate(struct ctx *c) {
+  c->id = g_next_ctx_id++;
+  c->dflt_id = g_next_stream_id++;
+}
+
+/* A new context slot, or NULL when the table is full. */
+static struct ctx *ctx_alloc(void) {
+  if (g_nctx >= SIM_CTX_CHUNK * SIM_CTX_CHUNKS) return NULL;
+  int k = g_nctx / SIM_CTX_CHUNK;
+  if (!g_ctx_chunks[k]) {
+    g_ctx_chunks[k] = calloc(SIM_CTX_CHUNK, sizeof(struct ctx));
+    if (!g_ctx_chunks[k]) return NULL;
+  }
+  return ctx_at(g_nctx++);
+}
 
 static struct ctx *current_ctx(void) {
   return t_ctx_depth > 0 ? t_ctx_stack[t_ctx_depth - 1] : NULL;
@@ -401,11 +521,34 @@ static bool token_dead(const struct token *t) {
   return t->gen != ALOAD(&t->ctx->gen) || ALOAD(&t->ctx->fault) != CUDA_SUCCESS;
 }
 
-/* The fault is sticky: the first one wins and later ones are ignored. */
+static bool stream_idle(const struct stream *s) { return !s->head && !s->busy; }
+
+/* Puts c into the sticky error. With SIMCUDA_BUSY_STREAMS_HIDE_FAULT, the
+ * streams of c that had work queued or running (other than `faulting`)
+ * answer cuStreamQuery with NOT_READY from now on. */
+static void ctx_fault(struct ctx *c, CUresult code, const struct stream *faulting) {
+  if (c->refcount == 0 || c->fault != CUDA_SUCCESS) return;
+  ASTORE(&c->fault, code);
+  if (!g_busy_hide_fault) return;
+  for (struct stream *s = g_streams; s; s = s->next)
+    if (s->ctx == c && s->gen == c->gen && s != faulting && !s->destroyed &&
+        !stream_idle(s))
+      s->fault_hidden = true;
+}
+
+/* The fault is sticky: the first one wins and later ones are ignored. It
+ * stays in the stream's context, or (SIMCUDA_FAULT_SCOPE=device, as seen on
+ * an H200) reaches every live context of the device at once. */
 static void stream_fault(struct stream *s, CUresult code) {
   struct ctx *c = s->ctx;
   if (s->gen != c->gen || c->fault != CUDA_SUCCESS) return;
-  ASTORE(&c->fault, code);
+  ctx_fault(c, code, s);
+  if (g_fault_scope_device) {
+    for (int i = 0; i < g_nctx; i++) {
+      struct ctx *o = ctx_at(i);
+      if (o != c && o->dev == c->dev) ctx_fault(o, code, s);
+    }
+  }
   pthread_cond_broadcast(&g_changed);
 }
 
@@ -425,6 +568,24 @@ static struct op *op_new(enum op_kind kind) {
   return op;
 }
 
+static void op_list_free(struct op *op) {
+  while (op) {
+    struct op *next = op->next;
+    op_release(op);
+    op = next;
+  }
+}
+
+/* A copy of a recorded op (recorded ops carry no event tokens). */
+static struct op *op_clone(const struct op *op) {
+  struct op *c = malloc(sizeof *c);
+  if (c) {
+    *c = *op;
+    c->next = NULL;
+  }
+  return c;
+}
+
 static void stream_unref(struct stream *s) {
   if (--s->refs == 0) {
     pthread_cond_destroy(&s->cv);
@@ -432,19 +593,51 @@ static void stream_unref(struct stream *s) {
   }
 }
 
-/* Last release of a primary context: like the real driver, everything the
- * context owned goes away. Queued ops of its streams are discarded by their
- * workers (the generation no longer matches), and the sticky fault ends. */
+/* Ends s's capture sequence, if any, dropping what it recorded. */
+static void capture_drop(struct stream *s) {
+  if (s->cap == CU_STREAM_CAPTURE_STATUS_NONE) return;
+  op_list_free(s->cap_head);
+  s->cap_head = s->cap_tail = NULL;
+  s->cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  g_captures--;
+}
+
+static void capture_invalidate(struct stream *s) {
+  if (s->cap != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
+  op_list_free(s->cap_head);
+  s->cap_head = s->cap_tail = NULL;
+  s->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+}
+
+/* The stream gives up its handle: the slot goes on top of the free list,
+ * to be handed to the next cuStreamCreate. */
+static void stream_retire(struct stream *s, enum slot_state why) {
+  s->destroyed = true;
+  capture_drop(s);
+  if (s->slot >= 0) {
+    struct sslot *sl = &g_slots[s->slot];
+    sl->s = NULL;
+    sl->state = why;
+    sl->next_free = g_slot_free;
+    g_slot_free = (uint32_t)s->slot + 1;
+    s->slot = -1;
+  }
+  pthread_cond_signal(&s->cv);
+}
+
+/* A context is destroyed (cuCtxDestroy, the last primary release, or
+ * cuDevicePrimaryCtxReset): like the real driver, everything it owned goes
+ * away: streams, events, modules, memory (cuMemHostAlloc memory is freed,
+ * cuMemHostRegister registrations end but the memory stays the caller's).
+ * Queued ops of its streams are discarded by their workers (the generation
+ * no longer matches), and the sticky fault ends. */
 static void ctx_teardown(struct ctx *c) {
   ASTORE(&c->gen, c->gen + 1);
   ASTORE(&c->fault, CUDA_SUCCESS);
   c->dflt = NULL;
-  for (struct stream *s = g_streams; s; s = s->next) {
-    if (s->ctx == c && !s->destroyed) {
-      s->destroyed = true;
-      pthread_cond_signal(&s->cv);
-    }
-  }
+  ctx_incarnate(c);
+  for (struct stream *s = g_streams; s; s = s->next)
+    if (s->ctx == c && !s->destroyed) stream_retire(s, SLOT_ORPHANED);
   for (struct event **pp = &g_events; *pp;) {
     struct event *e = *pp;
     if (e->ctx != c) {
@@ -476,7 +669,7 @@ static void ctx_teardown(struct ctx *c) {
       continue;
     }
     *pp = a->next;
-    free((void *)a->base);
+    if (a->kind != A_REGISTERED) free((void *)a->base);
     free(a);
   }
   pthread_cond_broadcast(&g_changed);
@@ -497,9 +690,9 @@ static const struct alloc *alloc_find(uintptr_t addr, size_t n) {
   return NULL;
 }
 
-static struct alloc *alloc_at(uintptr_t base, bool host) {
+static struct alloc *alloc_at(uintptr_t base, enum alloc_kind kind) {
   for (struct alloc *a = g_allocs; a; a = a->next)
-    if (a->base == base && a->host == host) return a;
+    if (a->base == base && a->kind == kind) return a;
   return NULL;
 }
 
@@ -521,7 +714,7 @@ static CUresult alloc_new(struct ctx *c, size_t size, size_t align, bool host,
                       .base = (uintptr_t)p,
                       .size = size,
                       .ctx = c,
-                      .host = host};
+                      .kind = host ? A_PINNED : A_DEVICE};
   g_allocs = a;
   *out = p;
   return CUDA_SUCCESS;
@@ -595,30 +788,40 @@ static bool wait32_holds(uint32_t v, uint32_t ref, unsigned cmp) {
   }
 }
 
-/* Poll with acquire loads: a short spin, then 20 us sleeps. g_mu is taken
- * per poll so the memory cannot be freed under the load. */
+/* Streams waiting in cuStreamWaitValue32 now (atomic). */
+static unsigned g_wait32_waiters;
+
+/* Poll with acquire loads: a short spin, then 20 us sleeps, longer when
+ * many streams wait at once (tests hold hundreds of streams behind gates;
+ * up to 1 ms). g_mu is taken per poll so the memory cannot be freed under
+ * the load. */
 static void exec_wait32(struct stream *s, const struct op *op) {
   const uint32_t ref = (uint32_t)op->u.mem.value;
+  __atomic_fetch_add(&g_wait32_waiters, 1, __ATOMIC_RELAXED);
   for (unsigned polls = 0;; polls++) {
     LOCK();
     if (!stream_live(s)) {
       UNLOCK();
-      return;
+      break;
     }
     if (!alloc_find(op->u.mem.addr, 4)) {
       stream_fault(s, CUDA_ERROR_ILLEGAL_ADDRESS);
       UNLOCK();
-      return;
+      break;
     }
     uint32_t v =
         __atomic_load_n((const uint32_t *)op->u.mem.addr, __ATOMIC_ACQUIRE);
     UNLOCK();
-    if (wait32_holds(v, ref, op->u.mem.flags)) return;
-    if (polls < 200)
+    if (wait32_holds(v, ref, op->u.mem.flags)) break;
+    if (polls < 200) {
       cpu_relax();
-    else
-      sleep_for_ns(20000);
+      continue;
+    }
+    uint64_t waiters = __atomic_load_n(&g_wait32_waiters, __ATOMIC_RELAXED);
+    uint64_t nap = waiters <= 8 ? 20000u : 2500u * waiters;
+    sleep_for_ns(nap < 1000000u ? nap : 1000000u);
   }
+  __atomic_fetch_sub(&g_wait32_waiters, 1, __ATOMIC_RELAXED);
 }
 
 static uint32_t fnv1a32(const uint8_t *p, size_t n) {
@@ -715,7 +918,7 @@ static void exec_locked(struct stream *s, struct op *op) {
 static void exec_op(struct stream *s, struct op *op) {
   switch (op->kind) {
     case OP_WORK:
-      simulate_busy(op->ns);
+      simulate_busy(s, op->ns);
       break;
     case OP_HOSTFN:
     case OP_CALLBACK:
@@ -775,6 +978,8 @@ static CUresult stream_new(struct ctx *c, bool user, struct stream **out) {
   s->gen = c->gen;
   s->user = user;
   s->refs = 1; /* the worker's */
+  s->slot = -1;
+  s->id = user ? g_next_stream_id++ : c->dflt_id;
   s->cap = CU_STREAM_CAPTURE_STATUS_NONE;
   pthread_cond_init(&s->cv, NULL);
 
@@ -794,6 +999,34 @@ static CUresult stream_new(struct ctx *c, bool user, struct stream **out) {
   g_streams = s;
   if (user) g_live_user_streams++;
   *out = s;
+  return CUDA_SUCCESS;
+}
+
+/* The slot a handle names, or NULL for anything else (never dereferenced
+ * before the range check). */
+static struct sslot *slot_of(CUstream h) {
+  uintptr_t a = (uintptr_t)(void *)h, base = (uintptr_t)g_slots;
+  if (a < base || a >= base + sizeof g_slots || (a - base) % sizeof(struct sslot))
+    return NULL;
+  uint32_t i = (uint32_t)((a - base) / sizeof(struct sslot));
+  return i < g_slots_used ? &g_slots[i] : NULL;
+}
+
+static CUstream slot_handle(int i) { return (CUstream)(void *)&g_slots[i]; }
+
+/* A handle for s: the most recently freed one, else a new one. */
+static CUresult slot_take(struct stream *s) {
+  uint32_t i;
+  if (g_slot_free) {
+    i = g_slot_free - 1;
+    g_slot_free = g_slots[i].next_free;
+  } else if (g_slots_used < SIM_MAX_STREAM_HANDLES) {
+    i = g_slots_used++;
+  } else {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  g_slots[i] = (struct sslot){.s = s, .state = SLOT_LIVE};
+  s->slot = (int)i;
   return CUDA_SUCCESS;
 }
 
@@ -818,14 +1051,24 @@ static CUresult stream_resolve(CUstream h, bool create, struct stream **out) {
     *out = c->dflt;
     return CUDA_SUCCESS;
   }
-  for (struct stream *s = g_streams; s; s = s->next) {
-    if ((CUstream)(void *)s == h) {
-      if (!s->user || s->destroyed) break;
-      *out = s;
+  struct sslot *sl = slot_of(h);
+  if (!sl) return CUDA_ERROR_INVALID_HANDLE;
+  switch (sl->state) {
+    case SLOT_LIVE:
+      *out = sl->s;
       return CUDA_SUCCESS;
-    }
+    case SLOT_DESTROYED:
+      /* The real driver crashes here (SIGSEGV inside libcuda on an H200). */
+      if (g_destroyed_abort) {
+        fprintf(stderr, "simcuda: use of destroyed stream handle %p in %s\n",
+                (void *)h, t_entry >= 0 ? g_entry_names[t_entry] : "simcuda_*");
+        signal(SIGABRT, SIG_DFL); /* a test framework must not catch it */
+        abort();
+      }
+      return CUDA_ERROR_INVALID_HANDLE;
+    default:
+      return CUDA_ERROR_INVALID_HANDLE;
   }
-  return CUDA_ERROR_INVALID_HANDLE;
 }
 
 static void stream_append(struct stream *s, struct op *op) {
@@ -838,8 +1081,9 @@ static void stream_append(struct stream *s, struct op *op) {
   pthread_cond_signal(&s->cv);
 }
 
-/* Takes ownership of op. During capture the work is "recorded" (the
- * simulation keeps no graph, so it is dropped) and not run. */
+/* Takes ownership of op. During capture the work is recorded into the
+ * capture (a graph launch replays it) and not run; event records and waits
+ * are not recorded (see cuEventRecord, cuStreamWaitEvent). */
 static CUresult stream_submit(struct stream *s, struct op *op) {
   CUresult r = ctx_status(s->ctx);
   if (r == CUDA_SUCCESS) {
@@ -847,8 +1091,17 @@ static CUresult stream_submit(struct stream *s, struct op *op) {
       stream_append(s, op);
       return CUDA_SUCCESS;
     }
-    if (s->cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+    if (s->cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
       r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (op->kind != OP_RECORD && op->kind != OP_WAIT_EVENT) {
+      op->next = NULL;
+      if (s->cap_tail)
+        s->cap_tail->next = op;
+      else
+        s->cap_head = op;
+      s->cap_tail = op;
+      return CUDA_SUCCESS;
+    }
   }
   op_release(op);
   return r;
@@ -867,14 +1120,44 @@ static CUresult enqueue(CUstream h, struct op *op) {
   return r;
 }
 
-static bool stream_idle(const struct stream *s) { return !s->head && !s->busy; }
-
-/* Synchronizing on a capturing stream is refused and invalidates the capture.
- */
+/* Synchronizing on a capturing stream is refused and invalidates the
+ * capture, from any thread and in any capture mode. */
 static CUresult stream_capture_refuse(struct stream *s) {
   if (s->cap == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_SUCCESS;
-  s->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  capture_invalidate(s);
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* A "potentially unsafe" call (queries and synchronizes of streams, events
+ * and contexts; allocation, free, registration, module loads) made while
+ * capture sequences are in progress, as CUDA's capture modes define it:
+ * a thread whose interaction mode (cuThreadExchangeStreamCaptureMode,
+ * default GLOBAL) is
+ *   GLOBAL       is prohibited by its own captures begun in GLOBAL or
+ *                THREAD_LOCAL mode and by other threads' GLOBAL captures;
+ *   THREAD_LOCAL is prohibited by its own GLOBAL or THREAD_LOCAL captures;
+ *   RELAXED      is never prohibited.
+ * A prohibited call invalidates the captures that prohibit it and returns
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (the capturing thread's next
+ * enqueue then gets CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as on an H200).
+ * Under g_mu. */
+static CUresult capture_unsafe_call(void) {
+  if (g_captures == 0 || t_cap_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_SUCCESS;
+  const pthread_t self = pthread_self();
+  bool hit = false;
+  for (struct stream *s = g_streams; s; s = s->next) {
+    if (s->cap == CU_STREAM_CAPTURE_STATUS_NONE) continue;
+    bool own = pthread_equal(s->cap_thread, self);
+    bool prohibits = own ? s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED
+                         : s->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                               t_cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (prohibits) {
+      capture_invalidate(s);
+      hit = true;
+    }
+  }
+  return hit ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------
@@ -1209,8 +1492,8 @@ static CUresult sim_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   if (!dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
   LOCK();
-  g_ctx[dev].refcount++;
-  *pctx = ctx_handle(&g_ctx[dev]);
+  primary_ctx(dev)->refcount++;
+  *pctx = ctx_handle(primary_ctx(dev));
   UNLOCK();
   return CUDA_SUCCESS;
 }
@@ -1220,10 +1503,94 @@ static CUresult sim_cuDevicePrimaryCtxRelease(CUdevice dev) {
   if (!dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
   CUresult r = CUDA_SUCCESS;
   LOCK();
-  if (g_ctx[dev].refcount == 0)
+  struct ctx *c = primary_ctx(dev);
+  if (c->refcount == 0)
     r = CUDA_ERROR_INVALID_CONTEXT;
-  else if (--g_ctx[dev].refcount == 0)
-    ctx_teardown(&g_ctx[dev]);
+  else if (--c->refcount == 0)
+    ctx_teardown(c);
+  UNLOCK();
+  return r;
+}
+
+/* Destroys the primary context's state as the last release would (a
+ * sticky fault ends with it); retains stay, so the same handle names a
+ * fresh context. */
+static CUresult sim_cuDevicePrimaryCtxReset(CUdevice dev) {
+  ENTER_INIT(E_DevicePrimaryCtxReset);
+  if (!dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  LOCK();
+  struct ctx *c = primary_ctx(dev);
+  if (c->refcount > 0) ctx_teardown(c);
+  UNLOCK();
+  return CUDA_SUCCESS;
+}
+
+/* Any number of contexts per device; the new one is pushed on the calling
+ * thread's stack. */
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (flags > 0xffu) return CUDA_ERROR_INVALID_VALUE;
+  if (!dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (t_ctx_depth >= SIM_CTX_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
+  LOCK();
+  struct ctx *c = ctx_alloc();
+  if (c) {
+    c->dev = dev;
+    c->primary = false;
+    c->refcount = 1;
+    ctx_incarnate(c);
+    t_ctx_stack[t_ctx_depth++] = c;
+    *pctx = ctx_handle(c);
+  }
+  UNLOCK();
+  return c ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult sim_cuCtxCreate_v3020(CUcontext *pctx, unsigned int flags,
+                                      CUdevice dev) {
+  ENTER_INIT(E_CtxCreate);
+  return ctx_create(pctx, flags, dev);
+}
+
+/* Execution-affinity and CIG parameters are not modelled. */
+static CUresult sim_cuCtxCreate_v12050(CUcontext *pctx,
+                                       CUctxCreateParams *params,
+                                       unsigned int flags, CUdevice dev) {
+  ENTER_INIT(E_CtxCreate);
+  if (params && (params->numExecAffinityParams || params->execAffinityParams ||
+                 params->cigParams))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  return ctx_create(pctx, flags, dev);
+}
+
+/* Created contexts only. Everything the context owned goes away; if it is
+ * current to the caller it is popped. Other threads that still have it
+ * current get CUDA_ERROR_CONTEXT_IS_DESTROYED from calls that need it. */
+static CUresult sim_cuCtxDestroy(CUcontext h) {
+  ENTER_INIT(E_CtxDestroy);
+  LOCK();
+  struct ctx *c = ctx_lookup(h);
+  CUresult r = CUDA_SUCCESS;
+  if (!c || c->primary || ctx_gone(c)) {
+    r = CUDA_ERROR_INVALID_CONTEXT;
+  } else {
+    ctx_teardown(c);
+    c->refcount = 0;
+    if (t_ctx_depth > 0 && t_ctx_stack[t_ctx_depth - 1] == c) t_ctx_depth--;
+  }
+  UNLOCK();
+  return r;
+}
+
+static CUresult sim_cuCtxGetId(CUcontext h, unsigned long long *id) {
+  ENTER_INIT(E_CtxGetId);
+  if (!id) return CUDA_ERROR_INVALID_VALUE;
+  LOCK();
+  struct ctx *c = h ? ctx_lookup(h) : current_ctx();
+  CUresult r = !c ? CUDA_ERROR_INVALID_CONTEXT
+               : c->refcount == 0 ? CUDA_ERROR_CONTEXT_IS_DESTROYED
+                                  : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) *id = c->id;
   UNLOCK();
   return r;
 }
@@ -1236,15 +1603,23 @@ static CUresult sim_cuCtxGetCurrent(CUcontext *pctx) {
   return CUDA_SUCCESS;
 }
 
+/* A context that can be made current: any primary context (a released one
+ * answers CONTEXT_IS_DESTROYED later), a created one until destroyed. */
+static struct ctx *ctx_lookup_bindable(CUcontext h) {
+  LOCK();
+  struct ctx *c = ctx_lookup(h);
+  if (c && ctx_gone(c)) c = NULL;
+  UNLOCK();
+  return c;
+}
+
 static CUresult sim_cuCtxSetCurrent(CUcontext h) {
   ENTER_INIT(E_CtxSetCurrent);
   if (!h) { /* unbinds: pops the top, or nothing */
     if (t_ctx_depth > 0) t_ctx_depth--;
     return CUDA_SUCCESS;
   }
-  LOCK();
-  struct ctx *c = ctx_lookup(h);
-  UNLOCK();
+  struct ctx *c = ctx_lookup_bindable(h);
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
   if (t_ctx_depth == 0) t_ctx_depth = 1;
   t_ctx_stack[t_ctx_depth - 1] = c;
@@ -1253,9 +1628,7 @@ static CUresult sim_cuCtxSetCurrent(CUcontext h) {
 
 static CUresult sim_cuCtxPushCurrent(CUcontext h) {
   ENTER_INIT(E_CtxPushCurrent);
-  LOCK();
-  struct ctx *c = ctx_lookup(h);
-  UNLOCK();
+  struct ctx *c = ctx_lookup_bindable(h);
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
   if (t_ctx_depth >= SIM_CTX_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
   t_ctx_stack[t_ctx_depth++] = c;
@@ -1305,12 +1678,16 @@ static CUresult ctx_synchronize(CUcontext h) {
   LOCK();
   CUresult r = ctx_pick(h, &c);
   const unsigned gen = r == CUDA_SUCCESS ? c->gen : 0;
+  bool checked = false;
   while (r == CUDA_SUCCESS) {
     if (c->gen != gen) {
       r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
       break;
     }
     if ((r = ctx_status(c)) != CUDA_SUCCESS) break;
+    if (c->gen == gen && !checked && (r = capture_unsafe_call()) != CUDA_SUCCESS)
+      break;
+    checked = true;
     bool busy = false, capturing = false;
     for (struct stream *s = g_streams; s; s = s->next) {
       if (s->ctx != c || s->gen != gen) continue;
@@ -1352,12 +1729,17 @@ static CUresult sim_cuStreamCreate(CUstream *phStream, unsigned int flags) {
   LOCK();
   CUresult r = need_current(&c);
   if (r == CUDA_SUCCESS) r = stream_new(c, true, &s);
-  if (r == CUDA_SUCCESS) *phStream = (CUstream)(void *)s;
+  if (r == CUDA_SUCCESS && (r = slot_take(s)) != CUDA_SUCCESS) {
+    s->destroyed = true; /* no handle: its worker exits at once */
+    pthread_cond_signal(&s->cv);
+  }
+  if (r == CUDA_SUCCESS) *phStream = slot_handle(s->slot);
   UNLOCK();
   return r;
 }
 
-/* Returns at once; queued work still runs, then the worker frees it. On a
+/* Returns at once; queued work still runs, then the worker frees it. The
+ * handle is free at once: the next cuStreamCreate gets it back. On a
  * faulted context the stream is released but the sticky error returned. */
 static CUresult sim_cuStreamDestroy(CUstream h) {
   ENTER_INIT(E_StreamDestroy);
@@ -1367,9 +1749,21 @@ static CUresult sim_cuStreamDestroy(CUstream h) {
   CUresult r = stream_resolve(h, false, &s);
   if (r == CUDA_SUCCESS) {
     r = ctx_status(s->ctx);
-    s->destroyed = true;
-    pthread_cond_signal(&s->cv);
+    stream_retire(s, SLOT_DESTROYED);
   }
+  UNLOCK();
+  return r;
+}
+
+/* Ids are unique and increase; a special handle gives the current
+ * context's default stream's id. */
+static CUresult sim_cuStreamGetId(CUstream h, unsigned long long *id) {
+  ENTER_INIT(E_StreamGetId);
+  if (!id) return CUDA_ERROR_INVALID_VALUE;
+  struct stream *s;
+  LOCK();
+  CUresult r = stream_resolve(h, false, &s);
+  if (r == CUDA_SUCCESS) *id = s ? s->id : current_ctx()->dflt_id;
   UNLOCK();
   return r;
 }
@@ -1396,9 +1790,11 @@ static CUresult sim_cuStreamQuery(CUstream h) {
   CUresult r = stream_resolve(h, false, &s);
   if (r == CUDA_SUCCESS && s) {
     r = ctx_status(s->ctx);
+    if (r != CUDA_SUCCESS && s->fault_hidden) r = CUDA_ERROR_NOT_READY;
     if (r == CUDA_SUCCESS) r = stream_capture_refuse(s);
-    if (r == CUDA_SUCCESS && !stream_idle(s)) r = CUDA_ERROR_NOT_READY;
   }
+  if (r == CUDA_SUCCESS) r = capture_unsafe_call();
+  if (r == CUDA_SUCCESS && s && !stream_idle(s)) r = CUDA_ERROR_NOT_READY;
   UNLOCK();
   return r;
 }
@@ -1408,6 +1804,11 @@ static CUresult sim_cuStreamSynchronize(CUstream h) {
   struct stream *s;
   LOCK();
   CUresult r = stream_resolve(h, false, &s);
+  if (r == CUDA_SUCCESS && s) {
+    r = ctx_status(s->ctx);
+    if (r == CUDA_SUCCESS) r = stream_capture_refuse(s);
+  }
+  if (r == CUDA_SUCCESS) r = capture_unsafe_call();
   if (r == CUDA_SUCCESS && s) {
     s->refs++; /* the worker may exit and unlink it while we wait */
     for (;;) {
@@ -1427,7 +1828,7 @@ static CUresult sim_cuStreamSynchronize(CUstream h) {
 }
 
 /* ------------------------------------------------------------------------
- * Stream capture (refused/recorded, never replayed)
+ * Stream capture and graphs (recorded, replayed by a launch)
  * ------------------------------------------------------------------------ */
 
 static CUresult stream_begin_capture(CUstream h, CUstreamCaptureMode mode) {
@@ -1441,9 +1842,25 @@ static CUresult stream_begin_capture(CUstream h, CUstreamCaptureMode mode) {
   if (r == CUDA_SUCCESS) r = ctx_status(s->ctx);
   if (r == CUDA_SUCCESS && s->cap != CU_STREAM_CAPTURE_STATUS_NONE)
     r = CUDA_ERROR_ILLEGAL_STATE;
-  if (r == CUDA_SUCCESS) s->cap = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  if (r == CUDA_SUCCESS) {
+    s->cap = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    s->cap_mode = mode;
+    s->cap_thread = pthread_self();
+    s->cap_head = s->cap_tail = NULL;
+    g_captures++;
+  }
   UNLOCK();
   return r;
+}
+
+static CUresult sim_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  ENTER_INIT(E_ThreadExchangeStreamCaptureMode);
+  if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUstreamCaptureMode old = t_cap_mode;
+  t_cap_mode = *mode;
+  *mode = old;
+  return CUDA_SUCCESS;
 }
 
 static CUresult sim_cuStreamBeginCapture_v10000(CUstream h) {
@@ -1469,6 +1886,8 @@ static CUresult sim_cuStreamIsCapturing(CUstream h,
   return r;
 }
 
+/* A capture begun in GLOBAL or THREAD_LOCAL mode ends only on its own
+ * thread (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, the capture goes on). */
 static CUresult sim_cuStreamEndCapture(CUstream h, CUgraph *phGraph) {
   ENTER_INIT(E_StreamEndCapture);
   if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
@@ -1481,8 +1900,11 @@ static CUresult sim_cuStreamEndCapture(CUstream h, CUgraph *phGraph) {
   if (r == CUDA_SUCCESS) {
     if (s->cap == CU_STREAM_CAPTURE_STATUS_NONE) {
       r = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+               !pthread_equal(s->cap_thread, pthread_self())) {
+      r = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     } else if (s->cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
-      s->cap = CU_STREAM_CAPTURE_STATUS_NONE;
+      capture_drop(s);
       *phGraph = NULL;
       r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else {
@@ -1490,9 +1912,11 @@ static CUresult sim_cuStreamEndCapture(CUstream h, CUgraph *phGraph) {
       if (!g) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
       } else {
+        g->ops = s->cap_head;
+        s->cap_head = s->cap_tail = NULL;
+        capture_drop(s);
         g->next = g_graphs;
         g_graphs = g;
-        s->cap = CU_STREAM_CAPTURE_STATUS_NONE;
         *phGraph = (CUgraph)(void *)g;
       }
     }
@@ -1501,23 +1925,123 @@ static CUresult sim_cuStreamEndCapture(CUstream h, CUgraph *phGraph) {
   return r;
 }
 
+static struct graph *graph_lookup(CUgraph h) {
+  for (struct graph *g = g_graphs; g; g = g->next)
+    if ((CUgraph)(void *)g == h) return g;
+  return NULL;
+}
+
+static struct gexec *gexec_lookup(CUgraphExec h) {
+  for (struct gexec *x = g_gexecs; x; x = x->next)
+    if ((CUgraphExec)(void *)x == h) return x;
+  return NULL;
+}
+
+/* A copy of a list of recorded ops; false when out of memory. */
+static bool ops_copy(const struct op *from, struct op **out) {
+  struct op *head = NULL, **tail = &head;
+  for (; from; from = from->next) {
+    struct op *c = op_clone(from);
+    if (!c) {
+      op_list_free(head);
+      return false;
+    }
+    *tail = c;
+    tail = &c->next;
+  }
+  *out = head;
+  return true;
+}
+
 static CUresult sim_cuGraphDestroy(CUgraph h) {
   ENTER_INIT(E_GraphDestroy);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   LOCK();
-  for (struct graph *g = g_graphs; g; g = g->next) {
-    if ((CUgraph)(void *)g == h) {
-      LIST_UNLINK(&g_graphs, struct graph, g);
-      free(g);
-      r = CUDA_SUCCESS;
-      break;
-    }
+  struct graph *g = graph_lookup(h);
+  if (g) {
+    LIST_UNLINK(&g_graphs, struct graph, g);
+    op_list_free(g->ops);
+    free(g);
+    r = CUDA_SUCCESS;
   }
   UNLOCK();
   /* The real driver answers a bad graph handle with INVALID_VALUE for
    * NULL and INVALID_HANDLE otherwise; the simulation does the same. */
   if (r != CUDA_SUCCESS && h) r = CUDA_ERROR_INVALID_HANDLE;
   return r;
+}
+
+/* cuGraphInstantiate at 12000 is cuGraphInstantiateWithFlags. Flags are
+ * accepted and make no difference. */
+static CUresult graph_instantiate(CUgraphExec *out, CUgraph h) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  LOCK();
+  struct graph *g = graph_lookup(h);
+  struct gexec *x = NULL;
+  CUresult r = g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && !(x = calloc(1, sizeof *x)))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS && !ops_copy(g->ops, &x->ops)) {
+    free(x);
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (r == CUDA_SUCCESS) {
+    x->next = g_gexecs;
+    g_gexecs = x;
+    *out = (CUgraphExec)(void *)x;
+  }
+  UNLOCK();
+  return r;
+}
+
+static CUresult sim_cuGraphInstantiate(CUgraphExec *out, CUgraph h,
+                                       unsigned long long flags) {
+  ENTER_INIT(E_GraphInstantiate);
+  (void)flags;
+  return graph_instantiate(out, h);
+}
+
+static CUresult sim_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h,
+                                                unsigned long long flags) {
+  ENTER_INIT(E_GraphInstantiateWithFlags);
+  (void)flags;
+  return graph_instantiate(out, h);
+}
+
+/* Enqueues copies of the recorded ops on the stream (or records them, if
+ * that stream is capturing). */
+static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream hs) {
+  ENTER_INIT(E_GraphLaunch);
+  struct stream *s;
+  struct op *ops = NULL;
+  LOCK();
+  struct gexec *x = gexec_lookup(h);
+  CUresult r = x ? stream_resolve(hs, true, &s) : CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) r = ctx_status(s->ctx);
+  if (r == CUDA_SUCCESS && s->cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+    r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (r == CUDA_SUCCESS && !ops_copy(x->ops, &ops)) r = CUDA_ERROR_OUT_OF_MEMORY;
+  while (r == CUDA_SUCCESS && ops) {
+    struct op *op = ops;
+    ops = op->next;
+    r = stream_submit(s, op);
+  }
+  op_list_free(ops);
+  UNLOCK();
+  return r;
+}
+
+static CUresult sim_cuGraphExecDestroy(CUgraphExec h) {
+  ENTER_INIT(E_GraphExecDestroy);
+  LOCK();
+  struct gexec *x = gexec_lookup(h);
+  if (x) {
+    LIST_UNLINK(&g_gexecs, struct gexec, x);
+    op_list_free(x->ops);
+    free(x);
+  }
+  UNLOCK();
+  return x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ------------------------------------------------------------------------
@@ -1593,6 +2117,7 @@ static CUresult sim_cuEventQuery(CUevent hEvent) {
   LOCK();
   struct event *e = event_lookup(hEvent);
   CUresult r = e ? ctx_status(e->ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS) r = capture_unsafe_call();
   if (r == CUDA_SUCCESS && e->captured) r = CUDA_ERROR_CAPTURED_EVENT;
   if (r == CUDA_SUCCESS && e->last && !e->last->done) r = CUDA_ERROR_NOT_READY;
   UNLOCK();
@@ -1604,6 +2129,7 @@ static CUresult sim_cuEventSynchronize(CUevent hEvent) {
   LOCK();
   struct event *e = event_lookup(hEvent);
   CUresult r = e ? ctx_status(e->ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS) r = capture_unsafe_call();
   if (r == CUDA_SUCCESS && e->captured) r = CUDA_ERROR_CAPTURED_EVENT;
   if (r == CUDA_SUCCESS && e->last) {
     struct token *t = e->last;
@@ -1811,6 +2337,7 @@ static CUresult sim_cuMemHostAlloc(void **pp, size_t bytesize,
   struct ctx *c;
   LOCK();
   CUresult r = need_current(&c);
+  if (r == CUDA_SUCCESS) r = capture_unsafe_call();
   if (r == CUDA_SUCCESS) r = alloc_new(c, bytesize, 64, true, pp);
   UNLOCK();
   return r;
@@ -1818,22 +2345,70 @@ static CUresult sim_cuMemHostAlloc(void **pp, size_t bytesize,
 
 /* Frees even on a faulted context (then returns the sticky error), so tests
  * that exercise faults do not leak. */
-static CUresult free_alloc(uintptr_t base, bool host) {
+static CUresult free_alloc(uintptr_t base, enum alloc_kind kind) {
   LOCK();
-  struct alloc *a = alloc_at(base, host);
+  struct alloc *a = alloc_at(base, kind);
   CUresult r = a ? ctx_status(a->ctx) : CUDA_ERROR_INVALID_VALUE;
-  if (a) {
+  CUresult cap = capture_unsafe_call();
+  if (a && cap != CUDA_SUCCESS) {
+    r = cap;
+  } else if (a) {
     LIST_UNLINK(&g_allocs, struct alloc, a);
-    free((void *)a->base);
+    if (kind != A_REGISTERED) free((void *)a->base);
     free(a);
   }
   UNLOCK();
+  if (!a && kind == A_REGISTERED) r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   return r;
 }
 
 static CUresult sim_cuMemFreeHost(void *p) {
   ENTER_INIT(E_MemFreeHost);
-  return free_alloc((uintptr_t)p, true);
+  return free_alloc((uintptr_t)p, A_PINNED);
+}
+
+/* The range becomes a registered allocation of the current context, usable
+ * by memory operations and copies like cuMemHostAlloc memory; the memory
+ * stays the caller's (never freed here, also not when the context goes). */
+static CUresult sim_cuMemHostRegister(void *p, size_t bytesize,
+                                      unsigned int flags) {
+  ENTER_INIT(E_MemHostRegister);
+  if (!p || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE |
+                          CU_MEMHOSTREGISTER_DEVICEMAP |
+                          CU_MEMHOSTREGISTER_READ_ONLY))
+    return CUDA_ERROR_INVALID_VALUE;
+  const uintptr_t base = (uintptr_t)p;
+  if (base + bytesize < base) return CUDA_ERROR_INVALID_VALUE;
+  struct ctx *c;
+  LOCK();
+  CUresult r = need_current(&c);
+  if (r == CUDA_SUCCESS) r = capture_unsafe_call();
+  for (const struct alloc *a = g_allocs; r == CUDA_SUCCESS && a; a = a->next)
+    if (a->kind != A_DEVICE && base < a->base + a->size &&
+        a->base < base + bytesize)
+      r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  struct alloc *a = NULL;
+  if (r == CUDA_SUCCESS && !(a = malloc(sizeof *a)))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) {
+    *a = (struct alloc){.next = g_allocs,
+                        .base = base,
+                        .size = bytesize,
+                        .ctx = c,
+                        .kind = A_REGISTERED};
+    g_allocs = a;
+  }
+  UNLOCK();
+  return r;
+}
+
+/* CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED unless p starts a registration
+ * (one that ended with its context is gone too). */
+static CUresult sim_cuMemHostUnregister(void *p) {
+  ENTER_INIT(E_MemHostUnregister);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return free_alloc((uintptr_t)p, A_REGISTERED);
 }
 
 static CUresult sim_cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p,
@@ -1845,7 +2420,7 @@ static CUresult sim_cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p,
   CUresult r = need_current(&c);
   if (r == CUDA_SUCCESS) {
     const struct alloc *a = alloc_find((uintptr_t)p, 1);
-    if (a && a->host)
+    if (a && a->kind != A_DEVICE)
       *pdptr = (CUdeviceptr)(uintptr_t)p; /* unified addressing: same address */
     else
       r = CUDA_ERROR_INVALID_VALUE;
@@ -1861,6 +2436,7 @@ static CUresult sim_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
   void *p = NULL;
   LOCK();
   CUresult r = need_current(&c);
+  if (r == CUDA_SUCCESS) r = capture_unsafe_call();
   if (r == CUDA_SUCCESS) r = alloc_new(c, bytesize, 256, false, &p);
   if (r == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)p;
   UNLOCK();
@@ -1870,7 +2446,7 @@ static CUresult sim_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
 static CUresult sim_cuMemFree(CUdeviceptr dptr) {
   ENTER_INIT(E_MemFree);
   if (dptr == 0) return CUDA_SUCCESS;
-  return free_alloc((uintptr_t)dptr, false);
+  return free_alloc((uintptr_t)dptr, A_DEVICE);
 }
 
 /* Device-side pointers must lie in a registered allocation (the simulation's
@@ -1927,6 +2503,8 @@ static CUresult sim_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx,
   ENTER_INIT(E_MemcpyPeerAsync);
   LOCK();
   struct ctx *dc = ctx_lookup(dstCtx), *sc = ctx_lookup(srcCtx);
+  if (dc && ctx_gone(dc)) dc = NULL;
+  if (sc && ctx_gone(sc)) sc = NULL;
   CUresult r = !dc || !sc ? CUDA_ERROR_INVALID_CONTEXT : ctx_status(dc);
   if (r == CUDA_SUCCESS) r = ctx_status(sc);
   UNLOCK();
@@ -2051,6 +2629,7 @@ static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image) {
   LOCK();
   CUresult r = need_current(&c);
   struct module *m = NULL;
+  if (r == CUDA_SUCCESS) r = capture_unsafe_call();
   if (r == CUDA_SUCCESS) {
     m = calloc(1, sizeof *m);
     r = m ? module_parse(m, image) : CUDA_ERROR_OUT_OF_MEMORY;
@@ -2190,7 +2769,7 @@ struct proc {
   void *fn;
 };
 
-static struct proc g_procs[80];
+static struct proc g_procs[128];
 static int g_nprocs;
 
 static void proc_add(enum entry_id e, int version, void *fn) {
@@ -2237,6 +2816,12 @@ static void register_procs(void) {
       sim_cuDevicePrimaryCtxRelease);
   REG(DevicePrimaryCtxRelease, 11000, PFN_cuDevicePrimaryCtxRelease_v11000,
       sim_cuDevicePrimaryCtxRelease);
+  REG(DevicePrimaryCtxReset, 11000, PFN_cuDevicePrimaryCtxReset_v11000,
+      sim_cuDevicePrimaryCtxReset);
+  REG(CtxCreate, 3020, PFN_cuCtxCreate_v3020, sim_cuCtxCreate_v3020);
+  REG(CtxCreate, 12050, PFN_cuCtxCreate_v12050, sim_cuCtxCreate_v12050);
+  REG(CtxDestroy, 4000, PFN_cuCtxDestroy_v4000, sim_cuCtxDestroy);
+  REG(CtxGetId, 12000, PFN_cuCtxGetId_v12000, sim_cuCtxGetId);
   REG(CtxGetCurrent, 4000, PFN_cuCtxGetCurrent_v4000, sim_cuCtxGetCurrent);
   REG(CtxSetCurrent, 4000, PFN_cuCtxSetCurrent_v4000, sim_cuCtxSetCurrent);
   REG(CtxPushCurrent, 4000, PFN_cuCtxPushCurrent_v4000, sim_cuCtxPushCurrent);
@@ -2255,6 +2840,7 @@ static void register_procs(void) {
       sim_cuStreamSynchronize);
   REG(StreamWaitEvent, 3020, PFN_cuStreamWaitEvent_v3020,
       sim_cuStreamWaitEvent);
+  REG(StreamGetId, 12000, PFN_cuStreamGetId_v12000, sim_cuStreamGetId);
   REG(StreamIsCapturing, 10000, PFN_cuStreamIsCapturing_v10000,
       sim_cuStreamIsCapturing);
   REG(StreamBeginCapture, 10000, sim_PFN_cuStreamBeginCapture_v10000,
@@ -2263,7 +2849,17 @@ static void register_procs(void) {
       sim_cuStreamBeginCapture);
   REG(StreamEndCapture, 10000, PFN_cuStreamEndCapture_v10000,
       sim_cuStreamEndCapture);
+  REG(ThreadExchangeStreamCaptureMode, 10010,
+      PFN_cuThreadExchangeStreamCaptureMode_v10010,
+      sim_cuThreadExchangeStreamCaptureMode);
   REG(GraphDestroy, 10000, PFN_cuGraphDestroy_v10000, sim_cuGraphDestroy);
+  REG(GraphInstantiate, 12000, PFN_cuGraphInstantiateWithFlags_v11040,
+      sim_cuGraphInstantiate);
+  REG(GraphInstantiateWithFlags, 11040, PFN_cuGraphInstantiateWithFlags_v11040,
+      sim_cuGraphInstantiateWithFlags);
+  REG(GraphLaunch, 10000, PFN_cuGraphLaunch_v10000, sim_cuGraphLaunch);
+  REG(GraphExecDestroy, 10000, PFN_cuGraphExecDestroy_v10000,
+      sim_cuGraphExecDestroy);
   REG(EventCreate, 2000, PFN_cuEventCreate_v2000, sim_cuEventCreate);
   REG(EventRecord, 2000, PFN_cuEventRecord_v2000, sim_cuEventRecord);
   REG(EventQuery, 2000, PFN_cuEventQuery_v2000, sim_cuEventQuery);
@@ -2291,6 +2887,10 @@ static void register_procs(void) {
   REG(MemFreeHost, 2000, PFN_cuMemFreeHost_v2000, sim_cuMemFreeHost);
   REG(MemHostGetDevicePointer, 3020, PFN_cuMemHostGetDevicePointer_v3020,
       sim_cuMemHostGetDevicePointer);
+  REG(MemHostRegister, 6050, PFN_cuMemHostRegister_v6050,
+      sim_cuMemHostRegister);
+  REG(MemHostUnregister, 4000, PFN_cuMemHostUnregister_v4000,
+      sim_cuMemHostUnregister);
   REG(MemAlloc, 3020, PFN_cuMemAlloc_v3020, sim_cuMemAlloc);
   REG(MemFree, 3020, PFN_cuMemFree_v3020, sim_cuMemFree);
   REG(MemcpyHtoDAsync, 3020, PFN_cuMemcpyHtoDAsync_v3020,
@@ -2390,12 +2990,42 @@ static int env_int(const char *var, int dflt, int lo, int hi) {
   return (int)v;
 }
 
+/* One of `words` (index), or dflt with a warning. */
+static int env_word(const char *var, const char *const *words, int n, int dflt) {
+  const char *val = getenv(var);
+  if (!val || !*val) return dflt;
+  for (int i = 0; i < n; i++)
+    if (strcmp(val, words[i]) == 0) return i;
+  fprintf(stderr, "simcuda: %s=%s not understood, using %s\n", var, val,
+          words[dflt]);
+  return dflt;
+}
+
+/* fork(): the child gets g_mu unlocked (no other thread held it at the
+ * fork), but none of the simulation's threads: its streams make no
+ * progress there. A child may still use what needs no worker, e.g. to
+ * watch a destroyed handle abort. */
+static void fork_prepare(void) { LOCK(); }
+static void fork_done(void) { UNLOCK(); }
+
 static void load_config(void) {
+  static const char *const handles[] = {"error", "abort"};
+  pthread_atfork(fork_prepare, fork_done, fork_done);
+  static const char *const scopes[] = {"context", "device"};
   LOCK();
   g_driver_version = env_int("SIMCUDA_DRIVER_VERSION",
                              SIM_DEFAULT_DRIVER_VERSION, 1000, 99990);
   g_ndev = env_int("SIMCUDA_DEVICES", 1, 0, SIM_MAX_DEVICES);
-  for (int i = 0; i < SIM_MAX_DEVICES; i++) g_ctx[i].dev = i;
+  g_destroyed_abort = env_word("SIMCUDA_DESTROYED_HANDLES", handles, 2, 1);
+  g_fault_scope_device = env_word("SIMCUDA_FAULT_SCOPE", scopes, 2, 0);
+  g_busy_hide_fault = env_int("SIMCUDA_BUSY_STREAMS_HIDE_FAULT", 0, 0, 1);
+  for (int i = 0; i < SIM_MAX_DEVICES; i++) {
+    struct ctx *c = ctx_alloc();
+    if (!c) abort(); /* out of memory at start-up */
+    c->dev = i;
+    c->primary = true;
+    ctx_incarnate(c);
+  }
   register_procs();
   parse_env_list("SIMCUDA_FAIL", true);
   parse_env_list("SIMCUDA_HIDE", false);
@@ -2537,8 +3167,55 @@ SIMCUDA_API void simcuda_clear_failures(void) {
   UNLOCK();
 }
 
+SIMCUDA_API int simcuda_set_destroyed_handles(int mode) {
+  ensure_config();
+  LOCK();
+  int old = g_destroyed_abort ? SIMCUDA_DESTROYED_HANDLES_ABORT
+                              : SIMCUDA_DESTROYED_HANDLES_ERROR;
+  g_destroyed_abort = mode == SIMCUDA_DESTROYED_HANDLES_ABORT;
+  UNLOCK();
+  return old;
+}
+
+SIMCUDA_API int simcuda_set_fault_scope(int scope) {
+  ensure_config();
+  LOCK();
+  int old = g_fault_scope_device ? SIMCUDA_FAULT_SCOPE_DEVICE
+                                 : SIMCUDA_FAULT_SCOPE_CONTEXT;
+  g_fault_scope_device = scope == SIMCUDA_FAULT_SCOPE_DEVICE;
+  UNLOCK();
+  return old;
+}
+
+SIMCUDA_API int simcuda_fault_scope(void) {
+  ensure_config();
+  LOCK();
+  int scope = g_fault_scope_device ? SIMCUDA_FAULT_SCOPE_DEVICE
+                                   : SIMCUDA_FAULT_SCOPE_CONTEXT;
+  UNLOCK();
+  return scope;
+}
+
+SIMCUDA_API int simcuda_set_busy_streams_hide_fault(int on) {
+  ensure_config();
+  LOCK();
+  int old = g_busy_hide_fault;
+  g_busy_hide_fault = on != 0;
+  UNLOCK();
+  return old;
+}
+
+SIMCUDA_API int simcuda_busy_streams_hide_fault(void) {
+  ensure_config();
+  LOCK();
+  int on = g_busy_hide_fault;
+  UNLOCK();
+  return on;
+}
+
 SIMCUDA_API CUresult simcuda_enqueue_work(CUstream s, uint64_t ns) {
   ensure_config();
+  t_entry = -1;
   if (!ALOAD(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;
   struct op *op = op_new(OP_WORK);
   if (op) op->ns = ns;
@@ -2547,6 +3224,7 @@ SIMCUDA_API CUresult simcuda_enqueue_work(CUstream s, uint64_t ns) {
 
 SIMCUDA_API CUresult simcuda_enqueue_fault(CUstream s, CUresult code) {
   ensure_config();
+  t_entry = -1;
   if (!ALOAD(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;
   if (code == CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
   struct op *op = op_new(OP_FAULT);

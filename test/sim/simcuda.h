@@ -69,6 +69,34 @@ SIMCUDA_API void simcuda_hide(const char *entry);
  * the last primary-context retain is released, as on the real driver. */
 SIMCUDA_API void simcuda_clear_failures(void);
 
+/* Using a stream handle after cuStreamDestroy (before a new stream got the
+ * handle back) crashes the real driver. ABORT (the default; env
+ * SIMCUDA_DESTROYED_HANDLES=abort) prints "simcuda: use of destroyed stream
+ * handle %p in %s" on stderr and aborts the process; ERROR
+ * (SIMCUDA_DESTROYED_HANDLES=error) returns CUDA_ERROR_INVALID_HANDLE.
+ * Returns the previous mode. */
+#define SIMCUDA_DESTROYED_HANDLES_ERROR 0
+#define SIMCUDA_DESTROYED_HANDLES_ABORT 1
+SIMCUDA_API int simcuda_set_destroyed_handles(int mode);
+
+/* Where a fault reaches: CONTEXT (the default; env
+ * SIMCUDA_FAULT_SCOPE=context): only the faulting context; DEVICE
+ * (SIMCUDA_FAULT_SCOPE=device, as measured on an H200): every live context
+ * of the device, the primary one included, at the same moment. The setter
+ * returns the previous scope. */
+#define SIMCUDA_FAULT_SCOPE_CONTEXT 0
+#define SIMCUDA_FAULT_SCOPE_DEVICE 1
+SIMCUDA_API int simcuda_set_fault_scope(int scope);
+SIMCUDA_API int simcuda_fault_scope(void);
+
+/* on != 0 (env SIMCUDA_BUSY_STREAMS_HIDE_FAULT=1; off by default): a
+ * stream that had work queued or running when its context faulted answers
+ * cuStreamQuery with CUDA_ERROR_NOT_READY forever; idle streams, new
+ * enqueues and every other call of the context report the fault. Returns
+ * the previous setting. */
+SIMCUDA_API int simcuda_set_busy_streams_hide_fault(int on);
+SIMCUDA_API int simcuda_busy_streams_hide_fault(void);
+
 /* Enqueue a simulated kernel that keeps the stream busy for ns. Same
  * handle rules and errors as cuLaunchKernel. */
 SIMCUDA_API CUresult simcuda_enqueue_work(CUstream s, uint64_t ns);

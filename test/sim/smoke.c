@@ -16,8 +16,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static int g_failures;
 
@@ -95,6 +98,18 @@ static struct {
   PFN_cuModuleGetFunction_v2000 ModuleGetFunction;
   PFN_cuModuleUnload_v2000 ModuleUnload;
   PFN_cuLaunchKernel_v4000 LaunchKernel;
+  PFN_cuCtxCreate_v12050 CtxCreate;
+  PFN_cuCtxCreate_v3020 CtxCreate_v3020;
+  PFN_cuCtxDestroy_v4000 CtxDestroy;
+  PFN_cuCtxGetId_v12000 CtxGetId;
+  PFN_cuDevicePrimaryCtxReset_v11000 PrimaryCtxReset;
+  PFN_cuStreamGetId_v12000 StreamGetId;
+  PFN_cuThreadExchangeStreamCaptureMode_v10010 ExchangeCaptureMode;
+  PFN_cuGraphInstantiateWithFlags_v11040 GraphInstantiate;
+  PFN_cuGraphLaunch_v10000 GraphLaunch;
+  PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
+  PFN_cuMemHostRegister_v6050 MemHostRegister;
+  PFN_cuMemHostUnregister_v4000 MemHostUnregister;
 } cu;
 
 static CUdriverProcAddressQueryResult lookup(const char *name, int version,
@@ -196,6 +211,18 @@ static void load_driver(void) {
   LOAD(ModuleGetFunction, "cuModuleGetFunction", v);
   LOAD(ModuleUnload, "cuModuleUnload", v);
   LOAD(LaunchKernel, "cuLaunchKernel", v);
+  LOAD(CtxCreate, "cuCtxCreate", v);
+  LOAD(CtxCreate_v3020, "cuCtxCreate", 3020);
+  LOAD(CtxDestroy, "cuCtxDestroy", v);
+  LOAD(CtxGetId, "cuCtxGetId", v);
+  LOAD(PrimaryCtxReset, "cuDevicePrimaryCtxReset", v);
+  LOAD(StreamGetId, "cuStreamGetId", v);
+  LOAD(ExchangeCaptureMode, "cuThreadExchangeStreamCaptureMode", v);
+  LOAD(GraphInstantiate, "cuGraphInstantiate", v);
+  LOAD(GraphLaunch, "cuGraphLaunch", v);
+  LOAD(GraphExecDestroy, "cuGraphExecDestroy", v);
+  LOAD(MemHostRegister, "cuMemHostRegister", v);
+  LOAD(MemHostUnregister, "cuMemHostUnregister", v);
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -767,11 +794,611 @@ static void test_invalid_handles(void) {
   uint64_t t0 = now_ns();
   OK(cu.StreamDestroy(s));
   CHECK(now_ns() - t0 < 40 * MS);
+  simcuda_set_destroyed_handles(SIMCUDA_DESTROYED_HANDLES_ERROR);
   CHECK_RES(cu.StreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
   CHECK_RES(cu.LaunchHostFunc(s, record_fn, &r), CUDA_ERROR_INVALID_HANDLE);
+  simcuda_set_destroyed_handles(SIMCUDA_DESTROYED_HANDLES_ABORT);
   simcuda_quiesce();
   CHECK(r.ran == 1);
   CHECK(simcuda_live_streams() == live);
+}
+
+
+/* ---- stream handles, ids and contexts ---------------------------------- */
+
+/* Handles are reused LIFO (any context, any device) while ids never are. */
+static void test_handles_and_ids(CUcontext c0, CUcontext c1) {
+  CUstream a, b, x, y, prev = NULL;
+  unsigned long long id, last = 0, d0, d1;
+  int same = 0, rising = 1;
+  simcuda_quiesce();
+  for (int i = 0; i < 100; i++) {
+    OK(cu.StreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    OK(cu.StreamGetId(a, &id));
+    if (id <= last) rising = 0;
+    last = id;
+    if (a == prev) same++;
+    prev = a;
+    OK(cu.StreamDestroy(a));
+  }
+  CHECK(same == 99 && rising);
+
+  /* The most recently destroyed handle comes back first, on device 1 too. */
+  OK(cu.StreamCreate(&a, 0));
+  OK(cu.StreamCreate(&b, 0));
+  OK(cu.StreamDestroy(a));
+  OK(cu.StreamDestroy(b));
+  OK(cu.CtxPushCurrent(c1));
+  OK(cu.StreamCreate(&x, 0));
+  OK(cu.CtxPopCurrent(NULL));
+  OK(cu.StreamCreate(&y, 0));
+  CHECK(x == b && y == a);
+  CUcontext cx = NULL;
+  OK(cu.StreamGetCtx(x, &cx));
+  CHECK(cx == c1);
+  OK(cu.StreamGetCtx(y, &cx));
+  CHECK(cx == c0);
+
+  /* A busy stream's handle is free at once; its old work still runs. */
+  struct rec r = {0};
+  OK(launch_sleep(y, 50 * MS));
+  OK(cu.LaunchHostFunc(y, record_fn, &r));
+  OK(cu.StreamDestroy(y));
+  OK(cu.StreamCreate(&a, 0));
+  CHECK(a == y);
+  OK(cu.StreamQuery(a)); /* the new stream has nothing queued */
+  simcuda_quiesce();
+  CHECK(r.ran == 1);
+
+  /* Special handles: the current context's default stream. */
+  OK(cu.StreamGetId(NULL, &d0));
+  OK(cu.StreamGetId(CU_STREAM_LEGACY, &id));
+  CHECK(id == d0);
+  OK(cu.StreamGetId(CU_STREAM_PER_THREAD, &id));
+  CHECK(id == d0);
+  OK(cu.CtxPushCurrent(c1));
+  OK(cu.StreamGetId(NULL, &d1));
+  OK(cu.CtxPopCurrent(NULL));
+  CHECK(d1 != d0);
+  CHECK_RES(cu.StreamGetId(a, NULL), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RES(cu.StreamGetId((CUstream)(uintptr_t)0xdeadbeef, &id),
+            CUDA_ERROR_INVALID_HANDLE);
+
+  unsigned long long i0 = 0, i1 = 0;
+  OK(cu.CtxGetId(c0, &i0));
+  OK(cu.CtxGetId(c1, &i1));
+  CHECK(i0 != i1);
+  OK(cu.CtxGetId(NULL, &id));
+  CHECK(id == i0);
+  CHECK_RES(cu.CtxGetId((CUcontext)(uintptr_t)0x1234, &id),
+            CUDA_ERROR_INVALID_CONTEXT);
+  OK(cu.StreamDestroy(a));
+  OK(cu.StreamDestroy(x));
+}
+
+/* Runs fn in a child whose stderr is captured; returns how it ended. */
+static int in_child_capture(void (*fn)(void *), void *arg, char *err,
+                            size_t errlen) {
+  int fds[2], st = 0;
+  size_t got = 0;
+  if (pipe(fds) != 0) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    fn(arg);
+    _exit(0);
+  }
+  close(fds[1]);
+  for (;;) {
+    ssize_t n = read(fds[0], err + got, errlen - 1 - got);
+    if (n <= 0) break;
+    got += (size_t)n;
+    if (got == errlen - 1) break;
+  }
+  err[got] = '\0';
+  close(fds[0]);
+  waitpid(pid, &st, 0);
+  return st;
+}
+
+static void query_it(void *s) { cu.StreamQuery((CUstream)s); }
+static void launch_on_it(void *s) { cu.LaunchHostFunc((CUstream)s, record_fn, NULL); }
+static void destroy_it(void *s) { cu.StreamDestroy((CUstream)s); }
+
+/* A destroyed handle aborts (the real driver crashes); garbage handles and
+ * handles given to a new stream do not. */
+static void test_destroyed_handles(void) {
+  CUstream s, again;
+  char err[512];
+  OK(cu.StreamCreate(&s, 0));
+  OK(cu.StreamDestroy(s));
+  void (*uses[])(void *) = {query_it, launch_on_it, destroy_it};
+  const char *names[] = {"in cuStreamQuery", "in cuLaunchHostFunc",
+                         "in cuStreamDestroy"};
+  for (int i = 0; i < 3; i++) {
+    int st = in_child_capture(uses[i], (void *)s, err, sizeof err);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(strstr(err, "simcuda: use of destroyed stream handle 0x") != NULL);
+    CHECK(strstr(err, names[i]) != NULL);
+  }
+  CHECK(simcuda_set_destroyed_handles(SIMCUDA_DESTROYED_HANDLES_ERROR) ==
+        SIMCUDA_DESTROYED_HANDLES_ABORT);
+  CHECK_RES(cu.StreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  CHECK(simcuda_set_destroyed_handles(SIMCUDA_DESTROYED_HANDLES_ABORT) ==
+        SIMCUDA_DESTROYED_HANDLES_ERROR);
+  CHECK_RES(cu.StreamQuery((CUstream)(uintptr_t)0xdeadbeef),
+            CUDA_ERROR_INVALID_HANDLE);
+  OK(cu.StreamCreate(&again, 0));
+  CHECK(again == s);
+  OK(cu.StreamQuery(s)); /* names the new stream now */
+  OK(cu.StreamDestroy(again));
+}
+
+static void *ctx_destroyed_thread(void *arg) {
+  CUresult *r = arg;
+  CUstream s;
+  r[1] = cu.StreamCreate(&s, 0); /* its current context was destroyed */
+  return NULL;
+}
+
+static void *create_on_thread(void *arg) {
+  CUresult *r = arg;
+  CUcontext c;
+  r[0] = cu.CtxCreate(&c, NULL, 0, 1);
+  pthread_t t;
+  pthread_create(&t, NULL, ctx_destroyed_thread, r); /* no context there */
+  pthread_join(t, NULL);
+  r[2] = r[1];
+  r[3] = cu.CtxDestroy(c);
+  r[4] = cu.StreamCreate((CUstream[1]){0}, 0);
+  return NULL;
+}
+
+/* cuCtxCreate: many contexts per device, pushed current; cuCtxDestroy. */
+static void test_contexts(CUcontext c0) {
+  enum { N = 300 };
+  static CUcontext made[N];
+  static unsigned long long ids[N];
+  int distinct = 1;
+  CUcontext cur;
+  for (int i = 0; i < N; i++) {
+    CUctxCreateParams none = {0};
+    if (i % 3 == 0)
+      OK(cu.CtxCreate(&made[i], NULL, 0, i % 2));
+    else if (i % 3 == 1)
+      OK(cu.CtxCreate(&made[i], &none, CU_CTX_SCHED_AUTO, i % 2));
+    else
+      OK(cu.CtxCreate_v3020(&made[i], 0, i % 2));
+    OK(cu.CtxGetCurrent(&cur));
+    CHECK(cur == made[i]);
+    OK(cu.CtxPopCurrent(NULL));
+    OK(cu.CtxGetId(made[i], &ids[i]));
+    CUdevice d = -1;
+    OK(cu.CtxGetDevice(&d, made[i]));
+    CHECK(d == i % 2);
+    for (int j = 0; j < i; j++)
+      if (made[j] == made[i] || ids[j] == ids[i]) distinct = 0;
+  }
+  CHECK(distinct);
+  OK(cu.CtxGetCurrent(&cur));
+  CHECK(cur == c0);
+  CUcontext c;
+  CUexecAffinityParam aff = {0};
+  CUctxCreateParams with_aff = {.execAffinityParams = &aff,
+                                .numExecAffinityParams = 1};
+  CHECK_RES(cu.CtxCreate(&c, &with_aff, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
+  CHECK_RES(cu.CtxCreate(&c, NULL, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+  CHECK_RES(cu.CtxDestroy(c0), CUDA_ERROR_INVALID_CONTEXT); /* primary */
+
+  /* Work in a created context; its destroy takes its streams along. */
+  CUstream s;
+  struct rec r = {0};
+  OK(cu.CtxPushCurrent(made[5]));
+  OK(cu.StreamCreate(&s, 0));
+  OK(cu.LaunchHostFunc(s, record_fn, &r));
+  OK(cu.StreamSynchronize(s));
+  CHECK(r.ran == 1);
+  OK(cu.StreamGetCtx(s, &cur));
+  CHECK(cur == made[5]);
+  OK(cu.CtxDestroy(made[5])); /* current: popped */
+  OK(cu.CtxGetCurrent(&cur));
+  CHECK(cur == c0);
+  CHECK_RES(cu.StreamQuery(s), CUDA_ERROR_INVALID_HANDLE); /* gone with it */
+  CHECK_RES(cu.CtxDestroy(made[5]), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK_RES(cu.CtxSetCurrent(made[5]), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK_RES(cu.CtxGetId(made[5], &ids[5]), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  OK(cu.CtxCreate(&c, NULL, 0, 1));
+  unsigned long long nid;
+  OK(cu.CtxGetId(c, &nid));
+  CHECK(c != made[5] && nid > ids[N - 1]);
+  OK(cu.CtxDestroy(c));
+
+  /* Another thread destroys the context it made; a thread that still has a
+   * destroyed context current gets CONTEXT_IS_DESTROYED. */
+  CUresult res[5] = {99, 99, 99, 99, 99};
+  pthread_t t;
+  pthread_create(&t, NULL, create_on_thread, res);
+  pthread_join(t, NULL);
+  CHECK(res[0] == CUDA_SUCCESS && res[2] == CUDA_ERROR_INVALID_CONTEXT &&
+        res[3] == CUDA_SUCCESS && res[4] == CUDA_ERROR_INVALID_CONTEXT);
+  OK(cu.CtxPushCurrent(made[7]));
+  OK(cu.CtxDestroy(made[8])); /* not current here: the stack is unchanged */
+  OK(cu.CtxPushCurrent(made[9]));
+  OK(cu.CtxDestroy(made[7]));  /* under the top: stays on the stack */
+  OK(cu.CtxPopCurrent(&cur));
+  CHECK(cur == made[9]);
+  CHECK_RES(cu.StreamCreate(&s, 0), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  OK(cu.CtxPopCurrent(&cur));
+  CHECK(cur == made[7]);
+  for (int i = 0; i < N; i++)
+    if (i != 5 && i != 7 && i != 8) OK(cu.CtxDestroy(made[i]));
+  OK(cu.CtxGetCurrent(&cur));
+  CHECK(cur == c0);
+}
+
+/* ---- stream capture modes and graphs ------------------------------------ */
+
+struct other_call {
+  CUcontext ctx;
+  int call;
+  CUstreamCaptureMode thread_mode;
+  CUstream stream;
+  CUevent event;
+  CUresult r;
+};
+
+static void *other_call_thread(void *arg) {
+  struct other_call *o = arg;
+  CUstreamCaptureMode m = o->thread_mode;
+  static uint64_t buf[512];
+  cu.CtxSetCurrent(o->ctx);
+  if (m != CU_STREAM_CAPTURE_MODE_GLOBAL) cu.ExchangeCaptureMode(&m);
+  switch (o->call) {
+    case 0:
+      o->r = cu.StreamQuery(o->stream);
+      break;
+    case 1:
+      o->r = cu.EventQuery(o->event);
+      break;
+    case 2: {
+      void *p;
+      o->r = cu.MemHostAlloc(&p, 65536,
+                             CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+      if (o->r == CUDA_SUCCESS) cu.MemFreeHost(p);
+      break;
+    }
+    case 3:
+      o->r = cu.MemHostRegister(buf, sizeof buf, CU_MEMHOSTREGISTER_PORTABLE);
+      if (o->r == CUDA_SUCCESS) cu.MemHostUnregister(buf);
+      break;
+    case 4: {
+      CUstream s;
+      o->r = cu.StreamCreate(&s, 0);
+      if (o->r == CUDA_SUCCESS) cu.StreamDestroy(s);
+      break;
+    }
+    case 5: {
+      CUevent e;
+      o->r = cu.EventCreate(&e, 0);
+      if (o->r == CUDA_SUCCESS) cu.EventDestroy(e);
+      break;
+    }
+    default: {
+      unsigned long long id;
+      o->r = cu.StreamGetId(o->stream, &id);
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* Capture on s in cap_mode; another thread (interaction mode thread_mode)
+ * makes call; then the capturing thread enqueues and ends the capture.
+ * Returns the EndCapture result; *other gets the other thread's. */
+static CUresult capture_vs_other(CUcontext c0, CUstreamCaptureMode cap_mode,
+                                 int call, CUstreamCaptureMode thread_mode,
+                                 CUresult *other) {
+  CUstream s, idle;
+  CUevent ev;
+  CUgraph g = NULL;
+  pthread_t t;
+  OK(cu.StreamCreate(&s, 0));
+  OK(cu.StreamCreate(&idle, 0));
+  OK(cu.EventCreate(&ev, 0));
+  struct other_call o = {c0, call, thread_mode, idle, ev, 99};
+  OK(cu.StreamBeginCapture(s, cap_mode));
+  pthread_create(&t, NULL, other_call_thread, &o);
+  pthread_join(t, NULL);
+  *other = o.r;
+  CUresult enq = launch_sleep(s, 1000);
+  CUresult end = cu.StreamEndCapture(s, &g);
+  CHECK(enq == CUDA_SUCCESS || enq == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CHECK((enq == CUDA_SUCCESS) == (end == CUDA_SUCCESS));
+  if (g) OK(cu.GraphDestroy(g));
+  OK(cu.EventDestroy(ev));
+  OK(cu.StreamDestroy(idle));
+  OK(cu.StreamDestroy(s));
+  return end;
+}
+
+static void *end_capture_thread(void *arg) {
+  CUgraph g = NULL;
+  *(CUresult *)((void **)arg)[1] = cu.StreamEndCapture((CUstream)((void **)arg)[0], &g);
+  return NULL;
+}
+
+static void test_capture_modes(CUcontext c0) {
+  const CUresult unsup = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  const CUresult inval = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  const CUstreamCaptureMode G = CU_STREAM_CAPTURE_MODE_GLOBAL,
+                            T = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                            R = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CUresult other;
+  /* Another thread's query, event query, pinned allocation or registration
+   * during a GLOBAL capture invalidates it; creating streams and events or
+   * asking a stream's id does not. */
+  for (int call = 0; call < 7; call++) {
+    CUresult end = capture_vs_other(c0, G, call, G, &other);
+    if (call < 4) {
+      CHECK_RES(other, unsup);
+      CHECK_RES(end, inval);
+    } else {
+      OK(other);
+      OK(end);
+    }
+  }
+  /* THREAD_LOCAL and RELAXED captures ignore other threads; a thread whose
+   * own mode is RELAXED (or THREAD_LOCAL) ignores others' GLOBAL captures. */
+  OK(capture_vs_other(c0, T, 0, G, &other));
+  OK(other);
+  OK(capture_vs_other(c0, R, 1, G, &other));
+  OK(other);
+  OK(capture_vs_other(c0, G, 0, R, &other));
+  OK(other);
+  OK(capture_vs_other(c0, G, 2, T, &other));
+  OK(other);
+
+  /* The capturing thread's own unsafe calls: prohibited unless it captures
+   * in RELAXED mode or has set its own mode to RELAXED. */
+  CUstream s, idle;
+  CUgraph g = NULL;
+  CUstreamCaptureMode m;
+  OK(cu.StreamCreate(&s, 0));
+  OK(cu.StreamCreate(&idle, 0));
+  OK(cu.StreamBeginCapture(s, T));
+  CHECK_RES(cu.StreamQuery(idle), unsup);
+  CHECK_RES(cu.StreamEndCapture(s, &g), inval);
+  OK(cu.StreamBeginCapture(s, R));
+  OK(cu.StreamQuery(idle));
+  OK(cu.StreamEndCapture(s, &g));
+  OK(cu.GraphDestroy(g));
+  OK(cu.StreamBeginCapture(s, G));
+  m = R;
+  OK(cu.ExchangeCaptureMode(&m));
+  CHECK(m == G);
+  OK(cu.StreamQuery(idle));
+  /* ...but querying the capturing stream itself always invalidates it. */
+  CHECK_RES(cu.StreamQuery(s), unsup);
+  OK(cu.ExchangeCaptureMode(&m));
+  CHECK(m == R);
+  CHECK_RES(cu.StreamEndCapture(s, &g), inval);
+  m = (CUstreamCaptureMode)7;
+  CHECK_RES(cu.ExchangeCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
+
+  /* A GLOBAL or THREAD_LOCAL capture ends only on its own thread. */
+  CUresult wrong = 99;
+  void *args[2] = {(void *)s, &wrong};
+  pthread_t t;
+  OK(cu.StreamBeginCapture(s, G));
+  pthread_create(&t, NULL, end_capture_thread, args);
+  pthread_join(t, NULL);
+  CHECK_RES(wrong, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  OK(cu.StreamEndCapture(s, &g));
+  OK(cu.GraphDestroy(g));
+
+  /* A graph replays what was captured, once per launch. */
+  struct rec r = {0};
+  uint32_t *flag = NULL;
+  OK(cu.MemHostAlloc((void **)&flag, 64, 0));
+  CUgraphExec x;
+  OK(cu.StreamBeginCapture(s, G));
+  OK(cu.LaunchHostFunc(s, record_fn, &r));
+  OK(launch_sleep(s, 1000));
+  OK(cu.WriteValue32(s, (CUdeviceptr)(uintptr_t)flag, 5, 0));
+  OK(cu.StreamEndCapture(s, &g));
+  OK(cu.StreamSynchronize(s));
+  CHECK(r.ran == 0 && *flag == 0); /* captured, not run */
+  OK(cu.GraphInstantiate(&x, g, 0));
+  OK(cu.GraphDestroy(g)); /* the executable graph keeps its copy */
+  OK(cu.GraphLaunch(x, s));
+  OK(cu.GraphLaunch(x, idle));
+  OK(cu.CtxSynchronize(NULL));
+  CHECK(r.ran == 2 && __atomic_load_n(flag, __ATOMIC_ACQUIRE) == 5);
+  OK(cu.GraphExecDestroy(x));
+  CHECK_RES(cu.GraphExecDestroy(x), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RES(cu.GraphLaunch(x, s), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RES(cu.GraphInstantiate(&x, g, 0), CUDA_ERROR_INVALID_VALUE);
+  OK(cu.MemFreeHost(flag));
+  OK(cu.StreamDestroy(idle));
+  OK(cu.StreamDestroy(s));
+}
+
+/* ---- pinned registrations ----------------------------------------------- */
+
+static void test_host_register(void) {
+  CUstream s;
+  OK(cu.StreamCreate(&s, 0));
+  uint32_t *buf = aligned_alloc(64, 4096);
+  memset(buf, 0, 4096);
+  OK(cu.MemHostRegister(buf, 4096,
+                        CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+  CHECK_RES(cu.MemHostRegister(buf + 16, 64, 0),
+            CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  CHECK_RES(cu.MemHostRegister(buf, 64, 0x100), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr d = 0;
+  OK(cu.MemHostGetDevicePointer(&d, buf + 2, 0));
+  CHECK(d == (CUdeviceptr)(uintptr_t)(buf + 2));
+  OK(cu.WriteValue32(s, d, 7, 0));
+  static const uint32_t src[4] = {1, 2, 3, 4};
+  OK(cu.MemcpyHtoDAsync((CUdeviceptr)(uintptr_t)(buf + 8), src, sizeof src, s));
+  OK(cu.StreamSynchronize(s));
+  CHECK(buf[2] == 7 && buf[8] == 1 && buf[11] == 4);
+  CHECK_RES(cu.MemFreeHost(buf), CUDA_ERROR_INVALID_VALUE); /* not the driver's */
+  CHECK_RES(cu.MemHostUnregister(buf + 1), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  OK(cu.MemHostUnregister(buf));
+  CHECK_RES(cu.MemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  CHECK_RES(cu.WriteValue32(s, d, 8, 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RES(cu.MemHostGetDevicePointer(&d, buf, 0), CUDA_ERROR_INVALID_VALUE);
+  buf[0] = 1; /* still the caller's memory */
+  free(buf);
+  OK(cu.StreamDestroy(s));
+}
+
+struct held_call {
+  int which;
+  CUcontext ctx;
+  void *mem;
+  CUresult r;
+};
+
+static void *held_call_thread(void *arg) {
+  struct held_call *h = arg;
+  CUstream s;
+  cu.CtxSetCurrent(h->ctx);
+  if (h->which == 0) h->r = cu.MemHostRegister(h->mem, 4096, 0);
+  if (h->which == 1) h->r = cu.MemHostUnregister(h->mem);
+  if (h->which == 2 && (h->r = cu.StreamCreate(&s, 0)) == CUDA_SUCCESS)
+    cu.StreamDestroy(s);
+  return NULL;
+}
+
+/* simcuda_hold_calls and simcuda_call_count work for the new entries. */
+static void test_holds(CUcontext c0) {
+  static const char *const names[] = {"cuMemHostRegister", "cuMemHostUnregister",
+                                      "cuStreamCreate"};
+  void *mem = aligned_alloc(64, 4096);
+  for (int i = 0; i < 3; i++) {
+    struct held_call h = {i, c0, mem, 99};
+    uint64_t calls = simcuda_call_count(names[i]);
+    pthread_t t;
+    simcuda_hold_calls(names[i], 1);
+    pthread_create(&t, NULL, held_call_thread, &h);
+    for (int k = 0; k < 5000 && simcuda_held_calls(names[i]) == 0; k++)
+      sleep_ms(1);
+    CHECK(simcuda_held_calls(names[i]) == 1);
+    CHECK(h.r == 99); /* still inside the driver */
+    simcuda_hold_calls(names[i], 0);
+    pthread_join(t, NULL);
+    OK(h.r);
+    CHECK(simcuda_call_count(names[i]) == calls + 1);
+  }
+  free(mem);
+  const char *news[] = {"cuCtxCreate", "cuCtxDestroy", "cuCtxGetId",
+                        "cuStreamGetId",
+                        "cuThreadExchangeStreamCaptureMode", "cuGraphInstantiate",
+                        "cuGraphLaunch", "cuGraphExecDestroy"};
+  for (size_t i = 0; i < sizeof news / sizeof news[0]; i++)
+    CHECK(simcuda_call_count(news[i]) > 0);
+}
+
+/* ---- fault scope, hidden faults, primary-context reset ------------------ */
+
+static void test_fault_scope(CUcontext c1) {
+  CUcontext a, b;
+  CUstream sa, sb, sp;
+  for (int scope = 0; scope < 2; scope++) {
+    CHECK(simcuda_set_fault_scope(scope) == SIMCUDA_FAULT_SCOPE_CONTEXT);
+    CHECK(simcuda_fault_scope() == scope);
+    OK(cu.CtxCreate(&a, NULL, 0, 1));
+    OK(cu.StreamCreate(&sa, 0));
+    OK(cu.CtxCreate(&b, NULL, 0, 1));
+    OK(cu.StreamCreate(&sb, 0));
+    OK(cu.CtxSetCurrent(c1));
+    OK(cu.StreamCreate(&sp, 0));
+    OK(cu.CtxPopCurrent(NULL));
+    OK(cu.CtxPopCurrent(NULL)); /* back to device 0's primary */
+    OK(simcuda_enqueue_fault(sa, CUDA_ERROR_ILLEGAL_ADDRESS));
+    CHECK_RES(cu.StreamSynchronize(sa), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CUresult want = scope ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
+    CHECK_RES(cu.StreamQuery(sb), want);
+    CHECK_RES(cu.StreamQuery(sp), want);
+    CHECK_RES(cu.CtxSynchronize(c1), want);
+    CHECK_RES(cu.StreamQuery(NULL), CUDA_SUCCESS); /* device 0 */
+    CHECK_RES(cu.StreamDestroy(sp), want);
+    OK(cu.CtxDestroy(a)); /* ends a created context's fault */
+    OK(cu.CtxDestroy(b));
+    OK(cu.PrimaryCtxReset(1)); /* ends the primary's */
+    OK(cu.CtxSynchronize(c1));
+    simcuda_set_fault_scope(SIMCUDA_FAULT_SCOPE_CONTEXT);
+  }
+}
+
+static void test_busy_streams_hide_fault(void) {
+  CUcontext c;
+  CUstream gated, busy, idle, faulting;
+  uint32_t *gate = NULL;
+  OK(cu.CtxCreate(&c, NULL, 0, 1));
+  OK(cu.MemHostAlloc((void **)&gate, 64, CU_MEMHOSTALLOC_DEVICEMAP));
+  OK(cu.StreamCreate(&gated, 0));
+  OK(cu.StreamCreate(&busy, 0));
+  OK(cu.StreamCreate(&idle, 0));
+  OK(cu.StreamCreate(&faulting, 0));
+  OK(cu.WaitValue32(gated, (CUdeviceptr)(uintptr_t)gate, 1, CU_STREAM_WAIT_VALUE_GEQ));
+  OK(simcuda_enqueue_work(busy, 60000 * MS)); /* the fault ends it */
+  CHECK(simcuda_set_busy_streams_hide_fault(1) == 0);
+  CHECK(simcuda_busy_streams_hide_fault() == 1);
+  OK(simcuda_enqueue_fault(faulting, CUDA_ERROR_ILLEGAL_ADDRESS));
+  CHECK_RES(cu.StreamSynchronize(faulting), CUDA_ERROR_ILLEGAL_ADDRESS);
+  for (int i = 0; i < 3; i++) {
+    CHECK_RES(cu.StreamQuery(gated), CUDA_ERROR_NOT_READY);
+    CHECK_RES(cu.StreamQuery(busy), CUDA_ERROR_NOT_READY);
+    CHECK_RES(cu.StreamQuery(idle), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHECK_RES(cu.StreamQuery(faulting), CUDA_ERROR_ILLEGAL_ADDRESS);
+    sleep_ms(50);
+  }
+  CHECK_RES(simcuda_enqueue_work(gated, 1), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_RES(cu.StreamSynchronize(gated), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK(simcuda_set_busy_streams_hide_fault(0) == 1);
+  OK(cu.CtxDestroy(c));
+  uint64_t t0 = now_ns();
+  simcuda_quiesce(); /* the 60 s kernel stopped at the fault */
+  CHECK(now_ns() - t0 < 10000 * MS);
+}
+
+/* After a fault, cuDevicePrimaryCtxReset gives a fresh context behind the
+ * same handle: streams gone, pinned memory freed, registrations ended (the
+ * registered memory stays the caller's), a new id. */
+static void test_primary_reset(CUcontext c1) {
+  CUstream s;
+  void *pinned = NULL;
+  unsigned long long id0, id1;
+  CUcontext cur;
+  uint32_t *reg = aligned_alloc(64, 4096);
+  OK(cu.CtxPushCurrent(c1));
+  OK(cu.CtxGetId(c1, &id0));
+  OK(cu.MemHostAlloc(&pinned, 64, CU_MEMHOSTALLOC_PORTABLE));
+  OK(cu.MemHostRegister(reg, 4096, CU_MEMHOSTREGISTER_DEVICEMAP));
+  OK(cu.StreamCreate(&s, 0));
+  OK(simcuda_enqueue_fault(s, CUDA_ERROR_ILLEGAL_ADDRESS));
+  CHECK_RES(cu.StreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  OK(cu.PrimaryCtxReset(1));
+  OK(cu.CtxGetCurrent(&cur));
+  CHECK(cur == c1);
+  OK(cu.CtxGetId(c1, &id1));
+  CHECK(id1 != id0);
+  CHECK_RES(cu.StreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_RES(cu.MemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RES(cu.MemHostUnregister(reg), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  reg[0] = 1; /* still ours */
+  free(reg);
+  OK(cu.StreamCreate(&s, 0));
+  OK(simcuda_enqueue_work(s, 1000));
+  OK(cu.StreamSynchronize(s));
+  OK(cu.StreamDestroy(s));
+  OK(cu.CtxPopCurrent(NULL));
+  CHECK_RES(cu.PrimaryCtxReset(5), CUDA_ERROR_INVALID_DEVICE);
 }
 
 static void test_fault(CUcontext c0, CUcontext c1, CUmodule *mod) {
@@ -845,7 +1472,9 @@ static void test_fault(CUcontext c0, CUcontext c1, CUmodule *mod) {
   /* Releases still release on a faulted context, but report the fault. */
   CHECK_RES(cu.StreamDestroy(sa), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_RES(cu.MemFreeHost(flag), CUDA_ERROR_ILLEGAL_ADDRESS);
+  simcuda_set_destroyed_handles(SIMCUDA_DESTROYED_HANDLES_ERROR);
   CHECK_RES(cu.StreamQuery(sa), CUDA_ERROR_INVALID_HANDLE);
+  simcuda_set_destroyed_handles(SIMCUDA_DESTROYED_HANDLES_ABORT);
 
   /* Only destroying the context (last primary release) ends the fault; it
    * takes the context's streams, events, modules and memory with it. */
@@ -894,6 +1523,15 @@ int main(void) {
   test_failure_injection();
   test_version_gating();
   test_invalid_handles();
+  test_handles_and_ids(c0, c1);
+  test_destroyed_handles();
+  test_contexts(c0);
+  test_capture_modes(c0);
+  test_host_register();
+  test_holds(c0);
+  test_fault_scope(c1);
+  test_busy_streams_hide_fault();
+  test_primary_reset(c1);
   test_fault(c0, c1, &mod);
 
   if (g_failures) {
