@@ -225,10 +225,13 @@ static int passed(const struct uvcuda__timeline *tl, uint64_t seq) {
       uvcuda__counter_load(tl->counter.host, tl->mode), tl->mode, seq);
 }
 
+/* No GPU write or ticket is due to tl. A ticket holds a pointer to its
+ * timeline, so a host-function timeline waits for every ticket, fault or
+ * not (one that ran just before the fault comes back after it); counters
+ * are ours to keep, and no write lands after a fault. */
 static int quiescent(const struct uvcuda__timeline *tl) {
-  if (tl->faulted || uvcuda__context_fault(tl->ctx) != 0)
-    return 1; /* no write lands after a fault */
   if (tl->mode == UVCUDA__TL_HOSTFN) return tl->tickets_out == 0;
+  if (tl->faulted || uvcuda__context_fault(tl->ctx) != 0) return 1;
   return passed(tl, tl->next_seq);
 }
 
