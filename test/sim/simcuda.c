@@ -2345,11 +2345,30 @@ static CUresult sim_cuMemHostAlloc(void **pp, size_t bytesize,
 
 /* Frees even on a faulted context (then returns the sticky error), so tests
  * that exercise faults do not leak. */
+/* The real cuMemFree and cuModuleUnload synchronise: they return once the
+ * work already queued in the context is done, so that work never meets
+ * freed memory. Waits for every stream of c to drain (a faulted context
+ * runs nothing more). Under g_mu. */
+static void ctx_drain(struct ctx *c) {
+  for (;;) {
+    bool busy = false;
+    if (ctx_status(c) != CUDA_SUCCESS) return;
+    for (struct stream *s = g_streams; s && !busy; s = s->next)
+      if (s->ctx == c && s->gen == c->gen && !stream_idle(s)) busy = true;
+    if (!busy) return;
+    pthread_cond_wait(&g_changed, &g_mu);
+  }
+}
+
 static CUresult free_alloc(uintptr_t base, enum alloc_kind kind) {
   LOCK();
   struct alloc *a = alloc_at(base, kind);
   CUresult r = a ? ctx_status(a->ctx) : CUDA_ERROR_INVALID_VALUE;
   CUresult cap = capture_unsafe_call();
+  if (a && cap == CUDA_SUCCESS && kind == A_DEVICE) {
+    ctx_drain(a->ctx);
+    a = alloc_at(base, kind); /* the lock was dropped while waiting */
+  }
   if (a && cap != CUDA_SUCCESS) {
     r = cap;
   } else if (a) {
@@ -2671,6 +2690,10 @@ static CUresult sim_cuModuleUnload(CUmodule hmod) {
   ENTER_INIT(E_ModuleUnload);
   LOCK();
   struct module *m = module_lookup(hmod);
+  if (m) {
+    ctx_drain(m->ctx);
+    m = module_lookup(hmod); /* the lock was dropped while waiting */
+  }
   CUresult r = m ? ctx_status(m->ctx) : CUDA_ERROR_INVALID_HANDLE;
   if (m) {
     LIST_UNLINK(&g_modules, struct module, m);
