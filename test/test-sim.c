@@ -425,8 +425,13 @@ static void stuck_probe_never_blocks_the_loop(void **state) {
   uv_timer_init(&uv, &tick);
   uv_timer_start(&tick, on_tick, 1, 1);
   tick_count = 0;
-  end = tu_now_ns() + 100000000ull; /* 100 ms of loop */
-  while (tu_now_ns() < end) uv_run(&uv, UV_RUN_NOWAIT);
+  /* Loop until the timer ticked 10 times and the spinning futures are
+   * done (the probe stays stuck all along: nothing here waits for it). */
+  end = tu_now_ns() + 5000000000ull;
+  while ((tick_count < 10 || rc.calls == 0 ||
+          uvcuda_future_state(&fa2) != UVCUDA_FUTURE_COMPLETE) &&
+         tu_now_ns() < end)
+    uv_run(&uv, UV_RUN_NOWAIT);
   assert_true(tick_count >= 10); /* the loop ran its timer all along */
   assert_int_equal(rc.calls, 1);  /* another stream: delivered */
   assert_int_equal(ra.calls + ra2.calls, 0); /* done, held back */

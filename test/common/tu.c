@@ -148,10 +148,9 @@ static void on_watchdog(uv_timer_t *t) {
   uv_stop(t->loop);
 }
 
-double tu_run(uv_loop_t *loop, int timeout_ms) {
+int tu_run_bounded(uv_loop_t *loop, int timeout_ms) {
   uv_timer_t wd;
   int fired = 0;
-  uint64_t t0 = uv_hrtime();
   uv_timer_init(loop, &wd);
   wd.data = &fired;
   uv_timer_start(&wd, on_watchdog, (uint64_t)timeout_ms, 0);
@@ -159,7 +158,13 @@ double tu_run(uv_loop_t *loop, int timeout_ms) {
   uv_run(loop, UV_RUN_DEFAULT);
   uv_close((uv_handle_t *)&wd, NULL);
   uv_run(loop, UV_RUN_NOWAIT);
-  if (fired) fail_msg("loop still running after %d ms", timeout_ms);
+  return fired ? -1 : 0;
+}
+
+double tu_run(uv_loop_t *loop, int timeout_ms) {
+  uint64_t t0 = uv_hrtime();
+  if (tu_run_bounded(loop, timeout_ms) != 0)
+    fail_msg("loop still running after %d ms", timeout_ms);
   return (double)(uv_hrtime() - t0) / 1e6;
 }
 

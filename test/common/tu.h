@@ -76,6 +76,8 @@ void tu_gate_free(tu_gate_t *g);
 /* uv_run(DEFAULT) with an unref'd watchdog: fails the test if the loop is
  * still running after timeout_ms. Returns the elapsed ms. */
 double tu_run(uv_loop_t *loop, int timeout_ms);
+/* The same without cmocka (forked children): 0, or -1 if it timed out. */
+int tu_run_bounded(uv_loop_t *loop, int timeout_ms);
 /* Runs UV_RUN_ONCE/NOWAIT passes until *flag != 0 or timeout. */
 int tu_run_until(uv_loop_t *loop, volatile int *flag, int timeout_ms);
 
