@@ -2079,30 +2079,35 @@ static void targets(void) {
  * loop thread sleeps in epoll_wait; the callback records its own time. This
  * is what any "loop asleep while waiting" completion pays on top of seeing
  * the work finish: the reactor's, the flag thread's, a host function's. */
+/* Shared by the loop thread and the sender: atomics only (the sender
+ * writes t0 before its send, the callback reads it after). */
 static uv_async_t g_wake_async;
-static volatile uint64_t g_wake_t0;
-static volatile int g_wake_n, g_wake_stop;
+static atomic_uint_fast64_t g_wake_t0;
+static atomic_int g_wake_n, g_wake_stop;
 static double *g_wake_lat;
 static int g_wake_want;
 
 static void on_wake(uv_async_t *h) {
   uint64_t t1 = uv_hrtime();
+  int n = atomic_load_explicit(&g_wake_n, memory_order_relaxed);
   (void)h;
-  if (g_wake_n < g_wake_want) g_wake_lat[g_wake_n] = (double)(t1 - g_wake_t0) / 1e3;
-  __atomic_store_n(&g_wake_n, g_wake_n + 1, __ATOMIC_RELEASE);
-  if (g_wake_n >= g_wake_want) uv_close((uv_handle_t *)h, NULL);
+  if (n < g_wake_want)
+    g_wake_lat[n] = (double)(t1 - atomic_load(&g_wake_t0)) / 1e3;
+  atomic_store_explicit(&g_wake_n, n + 1, memory_order_release);
+  if (n + 1 >= g_wake_want) uv_close((uv_handle_t *)h, NULL);
 }
 
 static void *wake_sender(void *arg) {
   int i, seen;
   (void)arg;
-  for (i = 0; i < g_wake_want && !g_wake_stop; i++) {
+  for (i = 0; i < g_wake_want && !atomic_load(&g_wake_stop); i++) {
     struct timespec ts = {0, 200000}; /* let the loop fall asleep */
     nanosleep(&ts, NULL);
-    g_wake_t0 = uv_hrtime();
+    atomic_store(&g_wake_t0, uv_hrtime());
     uv_async_send(&g_wake_async);
     seen = i + 1;
-    while (__atomic_load_n(&g_wake_n, __ATOMIC_ACQUIRE) < seen && !g_wake_stop)
+    while (atomic_load_explicit(&g_wake_n, memory_order_acquire) < seen &&
+           !atomic_load(&g_wake_stop))
       ;
   }
   return NULL;
@@ -2245,7 +2250,7 @@ static void section_wake(void) {
   uv_loop_t loop;
   pthread_t t;
   row_t w, wa, ws;
-  int n = opt_quick ? 50 : 2000;
+  int n = opt_quick ? 50 : 2000, k;
   int na = opt_quick ? 21 : 200;
 
   section_header("wake: uv_async_send from another thread -> callback on a "
@@ -2255,17 +2260,18 @@ static void section_wake(void) {
   g_wake_lat = calloc((size_t)n, sizeof(double));
   if (g_wake_lat == NULL) return;
   g_wake_want = n;
-  g_wake_n = 0;
-  g_wake_stop = 0;
+  atomic_store(&g_wake_n, 0);
+  atomic_store(&g_wake_stop, 0);
   uv_loop_init(&loop);
   uv_async_init(&loop, &g_wake_async, on_wake);
   pthread_create(&t, NULL, wake_sender, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
-  g_wake_stop = 1;
+  atomic_store(&g_wake_stop, 1);
   pthread_join(t, NULL);
   uv_loop_close(&loop);
   row_init(&w, "wake", "async-wake", "none", 0);
-  row_stats(&w, g_wake_lat, g_wake_n < n ? g_wake_n : n);
+  k = atomic_load(&g_wake_n);
+  row_stats(&w, g_wake_lat, k < n ? k : n);
   row_emit(&w);
   wake_print(&w);
   free(g_wake_lat);
