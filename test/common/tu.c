@@ -1,5 +1,7 @@
 #include "tu.h"
 
+#include "fixture.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,10 +105,12 @@ int tu_is_simulated(void) { return simulated; }
 CUstream tu_stream(void) {
   CUstream s = NULL;
   TU_CU(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  tu_fx_note_stream(s, 1);
   return s;
 }
 
 void tu_stream_destroy(CUstream s) {
+  tu_fx_note_stream(s, 0);
   tu.cuStreamSynchronize(s);
   tu.cuStreamDestroy(s);
 }
@@ -125,6 +129,7 @@ void tu_gate_init(tu_gate_t *g) {
   TU_CU(tu.cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
   g->host = p;
   *g->host = 0;
+  tu_fx_note_gate(g->host, 1);
   TU_CU(tu.cuMemHostGetDevicePointer(&g->dptr, p, 0));
 }
 
@@ -136,55 +141,12 @@ void tu_gate_hold(tu_gate_t *g, CUstream s) {
 void tu_gate_open(tu_gate_t *g) { __atomic_store_n(g->host, 1, __ATOMIC_RELEASE); }
 
 void tu_gate_free(tu_gate_t *g) {
+  if (g->host) tu_fx_note_gate(g->host, 0);
   if (g->host) tu.cuMemFreeHost(g->host);
   g->host = NULL;
 }
 
 uint64_t tu_now_ns(void) { return uv_hrtime(); }
-
-static void on_watchdog(uv_timer_t *t) {
-  int *fired = t->data;
-  *fired = 1;
-  uv_stop(t->loop);
-}
-
-int tu_run_bounded(uv_loop_t *loop, int timeout_ms) {
-  uv_timer_t wd;
-  int fired = 0;
-  uv_timer_init(loop, &wd);
-  wd.data = &fired;
-  uv_timer_start(&wd, on_watchdog, (uint64_t)timeout_ms, 0);
-  uv_unref((uv_handle_t *)&wd);
-  uv_run(loop, UV_RUN_DEFAULT);
-  uv_close((uv_handle_t *)&wd, NULL);
-  uv_run(loop, UV_RUN_NOWAIT);
-  return fired ? -1 : 0;
-}
-
-double tu_run(uv_loop_t *loop, int timeout_ms) {
-  uint64_t t0 = uv_hrtime();
-  if (tu_run_bounded(loop, timeout_ms) != 0)
-    fail_msg("loop still running after %d ms", timeout_ms);
-  return (double)(uv_hrtime() - t0) / 1e6;
-}
-
-int tu_run_until(uv_loop_t *loop, volatile int *flag, int timeout_ms) {
-  uint64_t end = uv_hrtime() + (uint64_t)timeout_ms * 1000000u;
-  while (!*flag) {
-    if (uv_hrtime() > end) return -1;
-    uv_run(loop, UV_RUN_NOWAIT);
-  }
-  return 0;
-}
-
-static void on_ul_closed(uvcuda_loop_t *ul) { *(int *)ul->data = 1; }
-
-void tu_loop_close(uv_loop_t *loop, uvcuda_loop_t *ul) {
-  int closed = 0;
-  ul->data = &closed;
-  TU_OK(uvcuda_loop_close(ul, on_ul_closed));
-  if (tu_run_until(loop, &closed, 5000) != 0) fail_msg("uvcuda_loop_close never finished");
-}
 
 int tu_in_child(int (*fn)(void *), void *arg) {
   int st;

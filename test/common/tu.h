@@ -1,6 +1,7 @@
 /* Test utilities shared by the sim and gpu suites: the driver calls tests
  * make beyond uvcuda's own (resolved through uvcuda_driver_symbol, like a
- * user would), test kernels, and a loop runner with a watchdog. */
+ * user would), test kernels, streams and gates (tu.c), and the loop
+ * runners with a watchdog (run.c). The per-case fixture: fixture.h. */
 #ifndef UVCUDA_TU_H
 #define UVCUDA_TU_H
 
