@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const char uvcuda_bench_kernels_ptx[];
+extern const char uvcuda_test_kernels_ptx[];
 
 const char *cuname(CUresult r) {
   return uvcuda_err_name(UVCUDA_ECUDA(r));
@@ -137,7 +137,7 @@ int setup(void) {
   bench.flag_d = bench.hold_d + 64;
   bench.mflag_d = bench.hold_d + 192;
   bench.awgate_d = bench.hold_d + 256;
-  CHECK(bench.cu.cuModuleLoadData(&mod, uvcuda_bench_kernels_ptx));
+  CHECK(bench.cu.cuModuleLoadData(&mod, uvcuda_test_kernels_ptx));
   CHECK(bench.cu.cuModuleGetFunction(&bench.fn_sleep, mod, "uvcuda_sleep_ns"));
 #undef CHECK
   bench.xctx[0] = bench.ctx;
