@@ -13,6 +13,7 @@
 #include <cudaTypedefs.h>
 #include <uv.h>
 
+#include "drvtab.h"
 #include "uvcuda.h"
 
 #define US 1000ull
@@ -44,33 +45,10 @@ typedef struct {
   unsigned sections;                 /* SEC_* bits */
 } bench_opts_t;
 
-/* The driver entry points the bench calls, resolved through
- * uvcuda_driver_symbol (setup.c). */
-typedef struct {
-  PFN_cuDeviceGet_v2000 cuDeviceGet;
-  PFN_cuDeviceGetName_v2000 cuDeviceGetName;
-  PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
-  PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
-  PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
-  PFN_cuStreamCreate_v2000 cuStreamCreate;
-  PFN_cuStreamSynchronize_v2000 cuStreamSynchronize;
-  PFN_cuStreamQuery_v2000 cuStreamQuery;
-  PFN_cuStreamWaitValue32_v11070 cuStreamWaitValue32;
-  PFN_cuStreamWriteValue32_v11070 cuStreamWriteValue32;
-  PFN_cuLaunchHostFunc_v10000 cuLaunchHostFunc;
-  PFN_cuMemAlloc_v3020 cuMemAlloc;
-  PFN_cuMemHostAlloc_v2020 cuMemHostAlloc;
-  PFN_cuMemHostGetDevicePointer_v3020 cuMemHostGetDevicePointer;
-  PFN_cuMemsetD32Async_v3020 cuMemsetD32Async;
-  PFN_cuModuleLoadData_v2000 cuModuleLoadData;
-  PFN_cuModuleGetFunction_v2000 cuModuleGetFunction;
-  PFN_cuLaunchKernel_v4000 cuLaunchKernel;
-  PFN_cuCtxCreate_v12050 cuCtxCreate; /* optional: scaling's extra contexts */
-} bench_drv_t;
 
 typedef struct {
   bench_opts_t opt;
-  bench_drv_t cu;
+  drvtab_t cu; /* the driver entry points (setup.c) */
   uvcuda_driver_info_t info;
   int sim;
   const char *tag; /* "" or " [simulation, not a GPU measurement]" */

@@ -13,16 +13,9 @@ const char *cuname(CUresult r) {
   return uvcuda_err_name(UVCUDA_ECUDA(r));
 }
 
-static int sym(const char *name, int version, void *out) {
-  void *p = NULL;
-  int err = uvcuda_driver_symbol(name, version, &p);
-  if (err) {
-    printf("uvcuda-bench: driver entry point %s (ABI %d): %s\n", name, version,
-           uvcuda_strerror(err));
-    return -1;
-  }
-  memcpy(out, &p, sizeof(p));
-  return 0;
+static void print_miss(const char *name, int version, int err) {
+  printf("uvcuda-bench: driver entry point %s (ABI %d): %s\n", name, version,
+         uvcuda_strerror(err));
 }
 
 void ctx_on_this_thread(void) {
@@ -35,6 +28,7 @@ void ctx_on_this_thread(void) {
 int setup(void) {
   char name[256] = "?", ver[512] = "";
   int cc_major = 0, cc_minor = 0, err, i, k;
+  drvtab_miss_t miss;
   void *pin = NULL;
   CUmodule mod;
   CUresult r;
@@ -50,25 +44,10 @@ int setup(void) {
     return -1;
   }
   bench.sim = bench.info.simulated;
-  if (sym("cuDeviceGet", 2000, &bench.cu.cuDeviceGet) ||
-      sym("cuDeviceGetName", 2000, &bench.cu.cuDeviceGetName) ||
-      sym("cuDeviceGetAttribute", 2000, &bench.cu.cuDeviceGetAttribute) ||
-      sym("cuDevicePrimaryCtxRetain", 7000, &bench.cu.cuDevicePrimaryCtxRetain) ||
-      sym("cuCtxSetCurrent", 4000, &bench.cu.cuCtxSetCurrent) ||
-      sym("cuStreamCreate", 2000, &bench.cu.cuStreamCreate) ||
-      sym("cuStreamSynchronize", 2000, &bench.cu.cuStreamSynchronize) ||
-      sym("cuStreamQuery", 2000, &bench.cu.cuStreamQuery) ||
-      sym("cuStreamWaitValue32", 11070, &bench.cu.cuStreamWaitValue32) ||
-      sym("cuStreamWriteValue32", 11070, &bench.cu.cuStreamWriteValue32) ||
-      sym("cuLaunchHostFunc", 10000, &bench.cu.cuLaunchHostFunc) ||
-      sym("cuMemAlloc", 3020, &bench.cu.cuMemAlloc) ||
-      sym("cuMemHostAlloc", 2020, &bench.cu.cuMemHostAlloc) ||
-      sym("cuMemHostGetDevicePointer", 3020, &bench.cu.cuMemHostGetDevicePointer) ||
-      sym("cuMemsetD32Async", 3020, &bench.cu.cuMemsetD32Async) ||
-      sym("cuModuleLoadData", 2000, &bench.cu.cuModuleLoadData) ||
-      sym("cuModuleGetFunction", 2000, &bench.cu.cuModuleGetFunction) ||
-      sym("cuLaunchKernel", 4000, &bench.cu.cuLaunchKernel))
+  if (drvtab_resolve(&bench.cu, &miss) != 0) {
+    print_miss(miss.name, miss.version, miss.err);
     return -1;
+  }
   if (bench.info.device_count < 1 ||
       (r = bench.cu.cuDeviceGet(&bench.dev, 0)) != CUDA_SUCCESS) {
     printf("uvcuda-bench: no CUDA device (driver %d)\n",
@@ -76,10 +55,10 @@ int setup(void) {
     return -1;
   }
   bench.cu.cuDeviceGetName(name, sizeof(name), bench.dev);
-  bench.cu.cuDeviceGetAttribute(&cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                          bench.dev);
-  bench.cu.cuDeviceGetAttribute(&cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                          bench.dev);
+  bench.cu.cuDeviceGetAttribute(
+      &cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, bench.dev);
+  bench.cu.cuDeviceGetAttribute(
+      &cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, bench.dev);
   if (bench.sim) {
     bench.tag = " [simulation, not a GPU measurement]";
     printf("uvcuda-bench: SIMULATED CUDA driver (%s, reports %d.%d): no GPU; "
@@ -143,7 +122,9 @@ int setup(void) {
   bench.xctx[0] = bench.ctx;
   bench.xhold_d[0] = bench.hold_d;
   /* More contexts, more hardware queues: the simulation needs none. */
-  if (!bench.sim && sym("cuCtxCreate", 12050, &bench.cu.cuCtxCreate) == 0) {
+  if (!bench.sim && bench.cu.cuCtxCreate == NULL && miss.opt_name)
+    print_miss(miss.opt_name, miss.opt_version, miss.opt_err);
+  if (!bench.sim && bench.cu.cuCtxCreate != NULL) {
     for (k = 1; k < bench.opt.contexts; k++) {
       /* makes it current */
       r = bench.cu.cuCtxCreate(&bench.xctx[k], NULL, 0, bench.dev);

@@ -210,8 +210,6 @@ static void on_dev(uvcuda_future_t *f, int status) {
 
 static int c_two_devices(void *arg) {
   uvcuda_completion_t c = (uvcuda_completion_t)(uintptr_t)arg;
-  PFN_cuDevicePrimaryCtxRetain_v7000 retain;
-  PFN_cuDeviceGet_v2000 get;
   CUdevice d1;
   CUcontext c1;
   CUstream s0, s1;
@@ -221,15 +219,10 @@ static int c_two_devices(void *arg) {
   uvcuda_future_t f[40];
   tu_gate_t g;
   int i;
-  void *p;
 
   setenv("SIMCUDA_DEVICES", "2", 1);
   if (tu_setup(0) != 0) return 10;
-  uvcuda_driver_symbol("cuDevicePrimaryCtxRetain", 7000, &p);
-  memcpy(&retain, &p, sizeof(p));
-  uvcuda_driver_symbol("cuDeviceGet", 2000, &p);
-  memcpy(&get, &p, sizeof(p));
-  if (get(&d1, 1) || retain(&c1, d1)) return 11;
+  if (tu.cuDeviceGet(&d1, 1) || tu.cuDevicePrimaryCtxRetain(&c1, d1)) return 11;
   s0 = tu_stream(); /* device 0 (current) */
   tu_gate_init(&g);
   tu_gate_hold(&g, s0);

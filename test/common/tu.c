@@ -11,52 +11,18 @@
 
 extern const char uvcuda_test_kernels_ptx[];
 
-struct tu_drv tu;
+drvtab_t tu;
 CUcontext tu_ctx;
 CUfunction tu_fn_sleep, tu_fn_fault, tu_fn_add, tu_fn_checksum;
 static CUmodule module;
 static CUdevice device;
 static int simulated;
 
-#define SYM(name, ver)                                                   \
-  do {                                                                   \
-    void *p_;                                                            \
-    if (uvcuda_driver_symbol(#name, ver, &p_) != 0) {                    \
-      fprintf(stderr, "tu: missing %s\n", #name);                        \
-      return 1;                                                          \
-    }                                                                    \
-    memcpy(&tu.name, &p_, sizeof(p_));                                   \
-  } while (0)
-
 static int resolve(void) {
-  SYM(cuDeviceGet, 2000);
-  SYM(cuDeviceGetCount, 2000);
-  SYM(cuDevicePrimaryCtxRetain, 7000);
-  SYM(cuDevicePrimaryCtxRelease, 11000);
-  SYM(cuCtxSetCurrent, 4000);
-  SYM(cuCtxGetCurrent, 4000);
-  SYM(cuStreamCreate, 2000);
-  SYM(cuStreamDestroy, 4000);
-  SYM(cuStreamSynchronize, 2000);
-  SYM(cuStreamQuery, 2000);
-  SYM(cuStreamWaitValue32, 11070);
-  SYM(cuStreamBeginCapture, 10010);
-  SYM(cuStreamEndCapture, 10000);
-  SYM(cuStreamIsCapturing, 10000);
-  SYM(cuGraphDestroy, 10000);
-  SYM(cuMemAlloc, 3020);
-  SYM(cuMemFree, 3020);
-  SYM(cuMemHostAlloc, 2020);
-  SYM(cuMemFreeHost, 2000);
-  SYM(cuMemHostGetDevicePointer, 3020);
-  SYM(cuMemcpyHtoDAsync, 3020);
-  SYM(cuMemcpyDtoHAsync, 3020);
-  SYM(cuMemsetD32Async, 3020);
-  SYM(cuModuleLoadData, 2000);
-  SYM(cuModuleGetFunction, 2000);
-  SYM(cuModuleUnload, 2000);
-  SYM(cuLaunchKernel, 4000);
-  return 0;
+  drvtab_miss_t miss;
+  if (drvtab_resolve(&tu, &miss) == 0) return 0;
+  fprintf(stderr, "tu: missing %s\n", miss.name);
+  return 1;
 }
 
 int tu_setup(int want_real) {
