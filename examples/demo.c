@@ -11,35 +11,14 @@
 #include <cudaTypedefs.h>
 #include <uv.h>
 
+#include "drvtab.h"
 #include "uvcuda.h"
 
 extern const char uvcuda_test_kernels_ptx[];
 
 #define N 4096
 
-static PFN_cuDeviceGet_v2000 pDeviceGet;
-static PFN_cuDeviceGetName_v2000 pDeviceGetName;
-static PFN_cuDevicePrimaryCtxRetain_v7000 pRetain;
-static PFN_cuCtxSetCurrent_v4000 pSetCurrent;
-static PFN_cuStreamCreate_v2000 pStreamCreate;
-static PFN_cuMemAlloc_v3020 pMemAlloc;
-static PFN_cuMemHostAlloc_v2020 pMemHostAlloc;
-static PFN_cuMemcpyHtoDAsync_v3020 pHtoD;
-static PFN_cuMemcpyDtoHAsync_v3020 pDtoH;
-static PFN_cuModuleLoadData_v2000 pModuleLoad;
-static PFN_cuModuleGetFunction_v2000 pGetFunction;
-static PFN_cuLaunchKernel_v4000 pLaunch;
-
-static int sym(const char *name, int version, void *out) {
-  void *p;
-  int err = uvcuda_driver_symbol(name, version, &p);
-  if (err) {
-    fprintf(stderr, "%s: %s\n", name, uvcuda_strerror(err));
-    exit(1);
-  }
-  memcpy(out, &p, sizeof(p));
-  return 0;
-}
+static drvtab_t cu; /* the driver entry points the demo calls */
 
 #define CU(call)                                                            \
   do {                                                                      \
@@ -65,25 +44,27 @@ static uint64_t sleep_ns;
 
 static int op_upload(uvcuda_future_t *f, uvcuda_stream_t s) {
   (void)f;
-  return pHtoD(dbuf, hbuf, N * sizeof(uint32_t), (CUstream)s);
+  return cu.cuMemcpyHtoDAsync(dbuf, hbuf, N * sizeof(uint32_t), (CUstream)s);
 }
 
 static int op_add(uvcuda_future_t *f, uvcuda_stream_t s) {
   uint32_t n = N, value = 1000;
   void *args[] = {&dbuf, &n, &value};
   (void)f;
-  return pLaunch(fn_add, N / 256, 1, 1, 256, 1, 1, 0, (CUstream)s, args, NULL);
+  return cu.cuLaunchKernel(fn_add, N / 256, 1, 1, 256, 1, 1, 0, (CUstream)s,
+                           args, NULL);
 }
 
 static int op_download(uvcuda_future_t *f, uvcuda_stream_t s) {
   (void)f;
-  return pDtoH(hbuf, dbuf, N * sizeof(uint32_t), (CUstream)s);
+  return cu.cuMemcpyDtoHAsync(hbuf, dbuf, N * sizeof(uint32_t), (CUstream)s);
 }
 
 static int op_sleep(uvcuda_future_t *f, uvcuda_stream_t s) {
   void *args[] = {&sleep_ns};
   (void)f;
-  return pLaunch(fn_sleep, 1, 1, 1, 1, 1, 1, 0, (CUstream)s, args, NULL);
+  return cu.cuLaunchKernel(fn_sleep, 1, 1, 1, 1, 1, 1, 0, (CUstream)s, args,
+                           NULL);
 }
 
 static void on_step(uvcuda_future_t *f, int status);
@@ -170,35 +151,30 @@ int main(void) {
            uvcuda_driver_dlerror() ? uvcuda_driver_dlerror() : "");
     return 1;
   }
-  sym("cuDeviceGet", 2000, &pDeviceGet);
-  sym("cuDeviceGetName", 2000, &pDeviceGetName);
-  sym("cuDevicePrimaryCtxRetain", 7000, &pRetain);
-  sym("cuCtxSetCurrent", 4000, &pSetCurrent);
-  sym("cuStreamCreate", 2000, &pStreamCreate);
-  sym("cuMemAlloc", 3020, &pMemAlloc);
-  sym("cuMemHostAlloc", 2020, &pMemHostAlloc);
-  sym("cuMemcpyHtoDAsync", 3020, &pHtoD);
-  sym("cuMemcpyDtoHAsync", 3020, &pDtoH);
-  sym("cuModuleLoadData", 2000, &pModuleLoad);
-  sym("cuModuleGetFunction", 2000, &pGetFunction);
-  sym("cuLaunchKernel", 4000, &pLaunch);
-  CU(pDeviceGet(&dev, 0));
-  pDeviceGetName(name, sizeof(name), dev);
+  {
+    drvtab_miss_t miss;
+    if (drvtab_resolve(&cu, &miss) != 0) {
+      fprintf(stderr, "%s: %s\n", miss.name, uvcuda_strerror(miss.err));
+      exit(1);
+    }
+  }
+  CU(cu.cuDeviceGet(&dev, 0));
+  cu.cuDeviceGetName(name, sizeof(name), dev);
   if (info.simulated)
     printf("uvcuda demo on the SIMULATED CUDA driver (no GPU here; timings are not GPU numbers): %s\n",
            info.path);
   else
     printf("uvcuda demo on %s (CUDA driver %d)\n", name, info.driver_version);
 
-  CU(pRetain(&ctx, dev));
-  CU(pSetCurrent(ctx));
-  CU(pStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  CU(pMemAlloc(&dbuf, N * sizeof(uint32_t)));
-  CU(pMemHostAlloc((void **)&hbuf, N * sizeof(uint32_t), 0));
+  CU(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU(cu.cuCtxSetCurrent(ctx));
+  CU(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CU(cu.cuMemAlloc(&dbuf, N * sizeof(uint32_t)));
+  CU(cu.cuMemHostAlloc((void **)&hbuf, N * sizeof(uint32_t), 0));
   for (i = 0; i < N; i++) hbuf[i] = (uint32_t)i;
-  CU(pModuleLoad(&mod, uvcuda_test_kernels_ptx));
-  CU(pGetFunction(&fn_add, mod, "uvcuda_add_u32"));
-  CU(pGetFunction(&fn_sleep, mod, "uvcuda_sleep_ns"));
+  CU(cu.cuModuleLoadData(&mod, uvcuda_test_kernels_ptx));
+  CU(cu.cuModuleGetFunction(&fn_add, mod, "uvcuda_add_u32"));
+  CU(cu.cuModuleGetFunction(&fn_sleep, mod, "uvcuda_sleep_ns"));
 
   loop = uv_default_loop();
   if ((err = uvcuda_loop_init(loop, &ul, NULL)) != 0) {

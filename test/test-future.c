@@ -2,7 +2,7 @@
  * reuse, errors, capture, threads, close. Built once, run in the `sim`
  * suite (simulated driver) and the `gpu` suite (real driver; skipped, exit
  * 77, where there is none). Every case runs under each strategy given. */
-#include "tu.h"
+#include "fixture.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -12,62 +12,27 @@
 
 static int want_real;
 
-typedef struct {
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
-} env_t;
-
+/* Every case runs in a fixture (test/common/fixture.h); the prestate is a
+ * tu_fx_spec_t: the strategy and the spin budget of loop 0, which setup
+ * opens (cases that open their own loops get no loop from setup). */
 static uvcuda_completion_t strategy_of(void **state) {
-  return (uvcuda_completion_t)(uintptr_t)*state;
-}
-
-static void env_init(env_t *e, void **state, int spin_us) {
-  uvcuda_options_t o;
-  uvcuda_options_init(&o);
-  o.completion = strategy_of(state);
-  o.spin_budget_us = spin_us;
-  assert_int_equal(uv_loop_init(&e->uv), 0);
-  TU_OK(uvcuda_loop_init(&e->uv, &e->ul, &o));
-}
-
-static void env_close(env_t *e) {
-  tu_loop_close(&e->uv, &e->ul);
-  assert_int_equal(uv_loop_close(&e->uv), 0);
+  return ((const tu_fx_spec_t *)tu_fx_prestate(state))->completion;
 }
 
 /* Closes f, then the loop. */
-static void env_close_keep(env_t *e, uvcuda_future_t *f) {
+static void env_close_keep(tu_fx_loop_t *e, uvcuda_future_t *f) {
   TU_OK(uvcuda_future_close(f, NULL));
   tu_run(&e->uv, 5000);
-  env_close(e);
+  tu_fx_close(e);
 }
 
-static uvcuda_stats_t stats_of(env_t *e) {
+static uvcuda_stats_t stats_of(tu_fx_loop_t *e) {
   uvcuda_stats_t s;
   TU_OK(uvcuda_loop_stats(&e->ul, &s));
   return s;
 }
 
-/* ---- common callbacks ---- */
-
-typedef struct {
-  int calls;
-  int status;
-  int closed;
-  uint64_t t_ns;
-} rec_t;
-
-static void on_done(uvcuda_future_t *f, int status) {
-  rec_t *r = f->data;
-  r->calls++;
-  r->status = status;
-  r->t_ns = tu_now_ns();
-}
-
-static void on_closed(uvcuda_future_t *f) {
-  rec_t *r = f->data;
-  r->closed++;
-}
+/* ---- common callbacks: tu_rec_done, tu_rec_closed ---- */
 
 static uint64_t op_ns;
 static int op_sleep(uvcuda_future_t *f, uvcuda_stream_t s) {
@@ -76,10 +41,10 @@ static int op_sleep(uvcuda_future_t *f, uvcuda_stream_t s) {
   return 0;
 }
 
-static void close_future(env_t *e, uvcuda_future_t *f) {
-  rec_t *r = f->data;
+static void close_future(tu_fx_loop_t *e, uvcuda_future_t *f) {
+  tu_rec_t *r = f->data;
   int before = r->closed;
-  TU_OK(uvcuda_future_close(f, on_closed));
+  TU_OK(uvcuda_future_close(f, tu_rec_closed));
   tu_run(&e->uv, 5000);
   assert_int_equal(r->closed, before + 1);
 }
@@ -87,56 +52,57 @@ static void close_future(env_t *e, uvcuda_future_t *f) {
 /* ---- states and spin ---- */
 
 static void short_op_completes_while_spinning(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   uvcuda_stats_t st;
 
-  /* A generous budget: the simulation's worker threads wake in tens of µs. */
-  env_init(&e, state, 200000);
+  /* A generous budget (CASES): the simulation's worker threads wake in
+   * tens of µs. */
   s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
   op_ns = 1000;
-  TU_OK(uvcuda_future_start(&f, s, op_sleep, on_done));
-  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_SPINNING);
-  assert_int_equal(r.calls, 0); /* never from inside start */
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 1);
-  assert_int_equal(r.status, 0);
-  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_IDLE);
-  st = stats_of(&e);
+  TU_OK(uvcuda_future_start(f, s, op_sleep, tu_rec_done));
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_SPINNING);
+  assert_int_equal(r->calls, 0); /* never from inside start */
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(r->status, 0);
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_IDLE);
+  st = stats_of(e);
   assert_int_equal(st.completed_spin, 1);
   assert_int_equal(st.started, 1);
-  close_future(&e, &f);
+  close_future(e, f);
   tu_stream_destroy(s);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 static void long_op_completes_armed(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   uvcuda_stats_t st;
   uvcuda_completion_t c = strategy_of(state);
   uint64_t t0;
 
-  env_init(&e, state, 20);
   s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
   op_ns = 30 * 1000 * 1000; /* 30 ms: well past the spin budget */
   t0 = tu_now_ns();
-  TU_OK(uvcuda_future_start(&f, s, op_sleep, on_done));
-  tu_run(&e.uv, 10000);
-  assert_int_equal(r.calls, 1);
-  assert_int_equal(r.status, 0);
+  TU_OK(uvcuda_future_start(f, s, op_sleep, tu_rec_done));
+  tu_run(&e->uv, 10000);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(r->status, 0);
   /* The kernel times itself with %globaltimer, which need not tick at
    * exactly the host clock's rate (seen about 5% fast on the H200 host). */
-  assert_true(r.t_ns - t0 >= 24 * 1000 * 1000ull);
-  st = stats_of(&e);
+  assert_true(r->t_ns - t0 >= 24 * 1000 * 1000ull);
+  st = stats_of(e);
   assert_int_equal(st.completed_spin, 0);
   if (c == UVCUDA_COMPLETION_HOSTFN) {
     assert_int_equal(st.completed_hostfn, 1);
@@ -147,39 +113,39 @@ static void long_op_completes_armed(void **state) {
     assert_int_equal(st.completed_reactor, 1);
     assert_true(st.reactor_wakeups >= 1);
   }
-  close_future(&e, &f);
+  close_future(e, f);
   tu_stream_destroy(s);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 static void no_spin_goes_straight_to_armed(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   tu_gate_t g;
 
-  env_init(&e, state, 0);
-  assert_int_equal(uvcuda_loop_spin_budget_ns(&e.ul), 0);
+  assert_int_equal(uvcuda_loop_spin_budget_ns(&e->ul), 0);
   s = tu_stream();
   tu_gate_init(&g);
   tu_gate_hold(&g, s);
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
-  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
-  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_ARMED);
-  assert_true(uvcuda_future_is_active(&f));
-  uv_run(&e.uv, UV_RUN_NOWAIT);
-  assert_int_equal(r.calls, 0);
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_ARMED);
+  assert_true(uvcuda_future_is_active(f));
+  uv_run(&e->uv, UV_RUN_NOWAIT);
+  assert_int_equal(r->calls, 0);
   tu_gate_open(&g);
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 1);
-  assert_int_equal(r.status, 0);
-  assert_false(uvcuda_future_is_active(&f));
-  close_future(&e, &f);
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(r->status, 0);
+  assert_false(uvcuda_future_is_active(f));
+  close_future(e, f);
   tu_stream_destroy(s);
   tu_gate_free(&g);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 /* uvcuda_future_timing: the phases are in order, and "seen" is when the
@@ -187,53 +153,52 @@ static void no_spin_goes_straight_to_armed(void **state) {
  * armed. The work is a gate opened after the future is armed; a future on
  * an idle stream completes while spinning (armed_ns 0). */
 static void timing_shows_where_latency_went(void **state) {
-  env_t e;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
   uvcuda_options_t o;
-  uvcuda_future_t f;
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
   uvcuda_timing_t t;
-  rec_t r = {0};
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   tu_gate_t g;
   uint64_t t_open;
 
   /* Without the option: ENOTSUP; misuse: EINVAL. */
-  env_init(&e, state, 20);
   s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  assert_int_equal(uvcuda_future_timing(&f, &t), UVCUDA_ENOTSUP);
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  assert_int_equal(uvcuda_future_timing(f, &t), UVCUDA_ENOTSUP);
   assert_int_equal(uvcuda_future_timing(NULL, &t), UVCUDA_EINVAL);
-  assert_int_equal(uvcuda_future_timing(&f, NULL), UVCUDA_EINVAL);
-  TU_OK(uvcuda_future_close(&f, NULL));
-  tu_run(&e.uv, 5000);
-  assert_int_equal(uvcuda_future_timing(&f, &t), UVCUDA_ECLOSING); /* closed */
-  env_close(&e);
+  assert_int_equal(uvcuda_future_timing(f, NULL), UVCUDA_EINVAL);
+  TU_OK(uvcuda_future_close(f, NULL));
+  tu_run(&e->uv, 5000);
+  assert_int_equal(uvcuda_future_timing(f, &t), UVCUDA_ECLOSING); /* closed */
+  tu_fx_close(e);
 
   uvcuda_options_init(&o);
   o.completion = strategy_of(state);
   o.spin_budget_us = 0; /* armed at once */
   o.flags = UVCUDA_OPT_TIMING;
-  assert_int_equal(uv_loop_init(&e.uv), 0);
-  TU_OK(uvcuda_loop_init(&e.uv, &e.ul, &o));
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
+  e = tu_fx_open(fx, &o);
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
   tu_gate_init(&g);
   tu_gate_hold(&g, s);
-  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
-  TU_OK(uvcuda_future_timing(&f, &t));
+  TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+  TU_OK(uvcuda_future_timing(f, &t));
   assert_true(t.start_ns > 0 && t.enqueued_ns >= t.start_ns);
   assert_true(t.armed_ns >= t.enqueued_ns);
   assert_int_equal(t.seen_ns, 0);
   assert_int_equal(t.callback_ns, 0);
-  uv_run(&e.uv, UV_RUN_NOWAIT);
+  uv_run(&e->uv, UV_RUN_NOWAIT);
   usleep(2000);
   t_open = tu_now_ns();
   tu_gate_open(&g);
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 1);
-  assert_int_equal(r.status, 0);
-  TU_OK(uvcuda_future_timing(&f, &t));
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(r->status, 0);
+  TU_OK(uvcuda_future_timing(f, &t));
   if (!(t.armed_ns < t_open && t.seen_ns >= t_open &&
-        t.callback_ns >= t.seen_ns && r.t_ns >= t.callback_ns))
+        t.callback_ns >= t.seen_ns && r->t_ns >= t.callback_ns))
     fail_msg("phases out of order: start %llu enqueued +%lld armed +%lld "
              "opened +%lld seen +%lld callback +%lld",
              (unsigned long long)t.start_ns,
@@ -243,69 +208,73 @@ static void timing_shows_where_latency_went(void **state) {
              (long long)(t.seen_ns - t.start_ns),
              (long long)(t.callback_ns - t.start_ns));
   tu_gate_free(&g);
-  env_close_keep(&e, &f);
+  env_close_keep(e, f);
   tu_stream_destroy(s);
 }
 
 /* The loop keeps running only while a future is pending. */
 static void loop_alive_only_while_pending(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   double ms;
 
-  env_init(&e, state, 20);
-  ms = tu_run(&e.uv, 1000); /* nothing pending: returns at once */
-  assert_true(ms < 500);
+  /* Nothing pending: nothing holds the loop (uv_run returns at once). */
+  assert_false(uv_loop_alive(&e->uv));
+  tu_run(&e->uv, 1000);
   s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
-  ms = tu_run(&e.uv, 1000); /* an idle future does not hold the loop */
-  assert_true(ms < 500);
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  assert_false(uv_loop_alive(&e->uv)); /* an idle future does not hold it */
+  tu_run(&e->uv, 1000);
   op_ns = 20 * 1000 * 1000;
-  TU_OK(uvcuda_future_start(&f, s, op_sleep, on_done));
-  ms = tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 1);
+  TU_OK(uvcuda_future_start(f, s, op_sleep, tu_rec_done));
+  assert_true(uv_loop_alive(&e->uv)); /* a pending one does */
+  ms = tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
   assert_true(ms >= 15.0); /* see long_op_completes_armed on %globaltimer */
-  close_future(&e, &f);
+  close_future(e, f);
   tu_stream_destroy(s);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 /* ---- precise completion and order ---- */
 
 static void precise_despite_later_work(void **state) {
-  env_t e;
-  uvcuda_future_t f1, f2;
-  rec_t r1 = {0}, r2 = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f1 = tu_fx_futures(fx, 1);
+  uvcuda_future_t *f2 = tu_fx_futures(fx, 1);
+  tu_rec_t *r1 = tu_fx_rec(fx);
+  tu_rec_t *r2 = tu_fx_rec(fx);
   CUstream s;
   tu_gate_t g;
 
-  env_init(&e, state, 20);
   s = tu_stream();
   tu_gate_init(&g);
-  TU_OK(uvcuda_future_init(&e.ul, &f1));
-  TU_OK(uvcuda_future_init(&e.ul, &f2));
-  f1.data = &r1;
-  f2.data = &r2;
+  TU_OK(uvcuda_future_init(&e->ul, f1));
+  TU_OK(uvcuda_future_init(&e->ul, f2));
+  f1->data = r1;
+  f2->data = r2;
   op_ns = 1000;
-  TU_OK(uvcuda_future_start(&f1, s, op_sleep, on_done));
+  TU_OK(uvcuda_future_start(f1, s, op_sleep, tu_rec_done));
   tu_gate_hold(&g, s); /* work after f1's marker that never finishes */
-  TU_OK(uvcuda_future_start(&f2, s, NULL, on_done));
-  assert_int_equal(tu_run_until(&e.uv, &r1.calls, 5000), 0);
-  assert_int_equal(r1.status, 0);
-  assert_int_equal(r2.calls, 0);
+  TU_OK(uvcuda_future_start(f2, s, NULL, tu_rec_done));
+  assert_int_equal(tu_run_until(&e->uv, &r1->calls, 5000), 0);
+  assert_int_equal(r1->status, 0);
+  assert_int_equal(r2->calls, 0);
   assert_int_equal(tu.cuStreamQuery(s), CUDA_ERROR_NOT_READY);
   tu_gate_open(&g);
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r2.calls, 1);
-  assert_int_equal(r2.status, 0);
-  close_future(&e, &f1);
-  close_future(&e, &f2);
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r2->calls, 1);
+  assert_int_equal(r2->status, 0);
+  close_future(e, f1);
+  close_future(e, f2);
   tu_stream_destroy(s);
   tu_gate_free(&g);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 #define NSTREAMS 8
@@ -339,24 +308,25 @@ static int op_tiny(uvcuda_future_t *f, uvcuda_stream_t s) {
 }
 
 static void many_futures_in_stream_order(void **state) {
-  env_t e;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
   CUstream s[NSTREAMS];
-  ord_t *o = calloc(NFUT, sizeof(*o));
+  ord_t *o = tu_fx_alloc(fx, NFUT * sizeof(*o));
   int i, per[NSTREAMS] = {0};
 
   assert_non_null(o);
-  env_init(&e, state, 20);
+  tu_fx_track(fx, &o[0].f, NFUT, sizeof(*o));
   for (i = 0; i < NSTREAMS; i++) s[i] = tu_stream();
   memset(next_expected, 0, sizeof(next_expected));
   order_errors = done_total = 0;
   for (i = 0; i < NFUT; i++) {
     o[i].stream = i % NSTREAMS;
     o[i].index = per[o[i].stream]++;
-    TU_OK(uvcuda_future_init(&e.ul, &o[i].f));
+    TU_OK(uvcuda_future_init(&e->ul, &o[i].f));
     o[i].f.data = &o[i];
     TU_OK(uvcuda_future_start(&o[i].f, s[o[i].stream], op_tiny, on_ordered));
   }
-  tu_run(&e.uv, 30000);
+  tu_run(&e->uv, 30000);
   assert_int_equal(done_total, NFUT);
   assert_int_equal(order_errors, 0);
   for (i = 0; i < NFUT; i++) {
@@ -364,10 +334,9 @@ static void many_futures_in_stream_order(void **state) {
     assert_int_equal(o[i].status, 0);
     TU_OK(uvcuda_future_close(&o[i].f, NULL));
   }
-  tu_run(&e.uv, 5000);
+  tu_run(&e->uv, 5000);
   for (i = 0; i < NSTREAMS; i++) tu_stream_destroy(s[i]);
-  env_close(&e);
-  free(o);
+  tu_fx_close(e);
 }
 
 /* ---- reuse and chaining ---- */
@@ -396,27 +365,28 @@ static void on_again(uvcuda_future_t *f, int status) {
 }
 
 static void reuse_and_chain(void **state) {
-  env_t e;
-  chain_t c;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  chain_t *c = tu_fx_alloc(fx, sizeof(*c));
 
-  memset(&c, 0, sizeof(c));
-  env_init(&e, state, 20);
-  c.s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &c.f));
-  TU_OK(uvcuda_future_init(&e.ul, &c.g));
-  c.f.data = c.g.data = &c;
+  tu_fx_track(fx, &c->f, 1, 0);
+  tu_fx_track(fx, &c->g, 1, 0);
+  c->s = tu_stream();
+  TU_OK(uvcuda_future_init(&e->ul, &c->f));
+  TU_OK(uvcuda_future_init(&e->ul, &c->g));
+  c->f.data = c->g.data = c;
   op_ns = 50000;
-  TU_OK(uvcuda_future_start(&c.f, c.s, op_sleep, on_again));
-  tu_run(&e.uv, 10000);
-  assert_int_equal(c.restarts, 10);
-  assert_int_equal(c.chained, 1);
-  assert_int_equal(c.g_status, 0);
-  assert_int_equal(stats_of(&e).started, 11);
-  TU_OK(uvcuda_future_close(&c.f, NULL));
-  TU_OK(uvcuda_future_close(&c.g, NULL));
-  tu_run(&e.uv, 5000);
-  tu_stream_destroy(c.s);
-  env_close(&e);
+  TU_OK(uvcuda_future_start(&c->f, c->s, op_sleep, on_again));
+  tu_run(&e->uv, 10000);
+  assert_int_equal(c->restarts, 10);
+  assert_int_equal(c->chained, 1);
+  assert_int_equal(c->g_status, 0);
+  assert_int_equal(stats_of(e).started, 11);
+  TU_OK(uvcuda_future_close(&c->f, NULL));
+  TU_OK(uvcuda_future_close(&c->g, NULL));
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(c->s);
+  tu_fx_close(e);
 }
 
 /* ---- errors ---- */
@@ -431,84 +401,84 @@ static int op_fail(uvcuda_future_t *f, uvcuda_stream_t s) {
 static void op_errors_reach_the_callback(void **state) {
   static const int rets[] = {UVCUDA_ENOMEM, (int)CUDA_ERROR_OUT_OF_MEMORY, -77};
   static const int want[] = {UVCUDA_ENOMEM, UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY), -77};
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   unsigned i;
 
-  env_init(&e, state, 20);
   s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &f));
+  TU_OK(uvcuda_future_init(&e->ul, f));
   for (i = 0; i < sizeof(rets) / sizeof(rets[0]); i++) {
-    memset(&r, 0, sizeof(r));
-    f.data = &r;
+    memset(r, 0, sizeof(*r));
+    f->data = r;
     op_ret = rets[i];
-    TU_OK(uvcuda_future_start(&f, s, op_fail, on_done));
-    assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_FAILED);
-    assert_int_equal(r.calls, 0);
-    tu_run(&e.uv, 5000);
-    assert_int_equal(r.calls, 1);
-    assert_int_equal(r.status, want[i]);
+    TU_OK(uvcuda_future_start(f, s, op_fail, tu_rec_done));
+    assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_FAILED);
+    assert_int_equal(r->calls, 0);
+    tu_run(&e->uv, 5000);
+    assert_int_equal(r->calls, 1);
+    assert_int_equal(r->status, want[i]);
   }
-  assert_int_equal(uvcuda_cuda_result(r.status), 0);
-  assert_int_equal(stats_of(&e).failed, 3);
-  f.data = &r;
-  close_future(&e, &f);
+  assert_int_equal(uvcuda_cuda_result(r->status), 0);
+  assert_int_equal(stats_of(e).failed, 3);
+  f->data = r;
+  close_future(e, f);
   tu_stream_destroy(s);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 /* NULL stream with no current context: the driver's error, as a value. */
 static void driver_error_reaches_the_callback(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
 
-  env_init(&e, state, 20);
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
   TU_CU(tu.cuCtxSetCurrent(NULL));
-  TU_OK(uvcuda_future_start(&f, NULL, NULL, on_done));
+  TU_OK(uvcuda_future_start(f, NULL, NULL, tu_rec_done));
   TU_CU(tu.cuCtxSetCurrent(tu_ctx));
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 1);
-  assert_int_equal(uvcuda_cuda_result(r.status), CUDA_ERROR_INVALID_CONTEXT);
-  assert_string_equal(uvcuda_err_name(r.status), "CUDA_ERROR_INVALID_CONTEXT");
-  close_future(&e, &f);
-  env_close(&e);
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(uvcuda_cuda_result(r->status), CUDA_ERROR_INVALID_CONTEXT);
+  assert_string_equal(uvcuda_err_name(r->status), "CUDA_ERROR_INVALID_CONTEXT");
+  close_future(e, f);
+  tu_fx_close(e);
 }
 
 static void capturing_stream_is_refused(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   CUstreamCaptureStatus cs;
   CUgraph graph = NULL;
 
-  env_init(&e, state, 20);
   s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
   TU_CU(tu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
   op_ret = 0;
-  TU_OK(uvcuda_future_start(&f, s, op_fail, on_done));
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 1);
-  assert_int_equal(r.status, UVCUDA_ECAPTURING);
+  TU_OK(uvcuda_future_start(f, s, op_fail, tu_rec_done));
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(r->status, UVCUDA_ECAPTURING);
   TU_CU(tu.cuStreamIsCapturing(s, &cs));
   assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE); /* left intact */
   TU_CU(tu.cuStreamEndCapture(s, &graph));
   if (graph) tu.cuGraphDestroy(graph);
   /* The same stream works once the capture ended. */
-  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 2);
-  assert_int_equal(r.status, 0);
-  close_future(&e, &f);
+  TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 2);
+  assert_int_equal(r->status, 0);
+  close_future(e, f);
   tu_stream_destroy(s);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 /* The caller's context is restored; the stream's is current for the op. */
@@ -521,35 +491,35 @@ static int op_see_ctx(uvcuda_future_t *f, uvcuda_stream_t s) {
 }
 
 static void stream_context_made_current(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   CUcontext cur = (CUcontext)1;
 
-  env_init(&e, state, 20);
   s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
   TU_CU(tu.cuCtxSetCurrent(NULL));
   seen_in_op = NULL;
-  TU_OK(uvcuda_future_start(&f, s, op_see_ctx, on_done));
+  TU_OK(uvcuda_future_start(f, s, op_see_ctx, tu_rec_done));
   TU_CU(tu.cuCtxGetCurrent(&cur));
   assert_null(cur);
   assert_ptr_equal(seen_in_op, tu_ctx);
-  tu_run(&e.uv, 5000);
+  tu_run(&e->uv, 5000);
   TU_CU(tu.cuCtxSetCurrent(tu_ctx));
-  assert_int_equal(r.calls, 1);
-  assert_int_equal(r.status, 0);
-  close_future(&e, &f);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(r->status, 0);
+  close_future(e, f);
   tu_stream_destroy(s);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 /* ---- misuse ---- */
 
 typedef struct {
-  env_t *e;
+  tu_fx_loop_t *e;
   uvcuda_future_t *f;
   int start, close, init, lclose, stats;
 } foreign_t;
@@ -558,7 +528,7 @@ static void *foreign_thread(void *arg) {
   foreign_t *x = arg;
   uvcuda_future_t g;
   uvcuda_stats_t st;
-  x->start = uvcuda_future_start(x->f, NULL, NULL, on_done);
+  x->start = uvcuda_future_start(x->f, NULL, NULL, tu_rec_done);
   x->close = uvcuda_future_close(x->f, NULL);
   x->init = uvcuda_future_init(&x->e->ul, &g);
   x->lclose = uvcuda_loop_close(&x->e->ul, NULL);
@@ -567,17 +537,17 @@ static void *foreign_thread(void *arg) {
 }
 
 static void calls_from_another_thread_fail(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   foreign_t x;
   pthread_t t;
 
-  env_init(&e, state, 20);
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
-  x.e = &e;
-  x.f = &f;
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  x.e = e;
+  x.f = f;
   assert_int_equal(pthread_create(&t, NULL, foreign_thread, &x), 0);
   pthread_join(t, NULL);
   assert_int_equal(x.start, UVCUDA_EWRONGTHREAD);
@@ -585,138 +555,140 @@ static void calls_from_another_thread_fail(void **state) {
   assert_int_equal(x.init, UVCUDA_EWRONGTHREAD);
   assert_int_equal(x.lclose, UVCUDA_EWRONGTHREAD);
   assert_int_equal(x.stats, UVCUDA_EWRONGTHREAD);
-  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_IDLE);
-  close_future(&e, &f);
-  assert_int_equal(r.calls, 0);
-  env_close(&e);
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_IDLE);
+  close_future(e, f);
+  assert_int_equal(r->calls, 0);
+  tu_fx_close(e);
 }
 
 static void misuse_returns_errors(void **state) {
-  env_t e;
-  uvcuda_future_t f, z;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  uvcuda_future_t *z = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   tu_gate_t g;
 
-  env_init(&e, state, 20);
   s = tu_stream();
   tu_gate_init(&g);
-  assert_int_equal(uvcuda_future_init(NULL, &f), UVCUDA_EINVAL);
-  assert_int_equal(uvcuda_future_init(&e.ul, NULL), UVCUDA_EINVAL);
-  assert_int_equal(uvcuda_future_start(NULL, s, NULL, on_done), UVCUDA_EINVAL);
-  memset(&z, 0, sizeof(z));
-  assert_int_equal(uvcuda_future_start(&z, s, NULL, on_done), UVCUDA_ENOTINIT);
-  assert_int_equal(uvcuda_future_close(&z, NULL), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_future_init(NULL, f), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_future_init(&e->ul, NULL), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_future_start(NULL, s, NULL, tu_rec_done), UVCUDA_EINVAL);
+  memset(z, 0, sizeof(*z));
+  assert_int_equal(uvcuda_future_start(z, s, NULL, tu_rec_done), UVCUDA_ENOTINIT);
+  assert_int_equal(uvcuda_future_close(z, NULL), UVCUDA_ENOTINIT);
   assert_int_equal(uvcuda_future_close(NULL, NULL), UVCUDA_EINVAL);
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
-  assert_int_equal(uvcuda_future_start(&f, s, NULL, NULL), UVCUDA_EINVAL);
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  assert_int_equal(uvcuda_future_start(f, s, NULL, NULL), UVCUDA_EINVAL);
   tu_gate_hold(&g, s);
-  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
-  assert_int_equal(uvcuda_future_start(&f, s, NULL, on_done), UVCUDA_EBUSY);
-  assert_int_equal(uvcuda_loop_close(&e.ul, NULL), UVCUDA_EBUSY);
+  TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+  assert_int_equal(uvcuda_future_start(f, s, NULL, tu_rec_done), UVCUDA_EBUSY);
+  assert_int_equal(uvcuda_loop_close(&e->ul, NULL), UVCUDA_EBUSY);
   tu_gate_open(&g);
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 1);
-  TU_OK(uvcuda_future_close(&f, on_closed));
-  assert_int_equal(uvcuda_future_close(&f, on_closed), UVCUDA_ECLOSING);
-  assert_int_equal(uvcuda_future_start(&f, s, NULL, on_done), UVCUDA_ECLOSING);
-  assert_int_equal(r.closed, 0); /* not from inside close */
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.closed, 1);
-  assert_int_equal(uvcuda_future_start(&f, s, NULL, on_done), UVCUDA_ECLOSING);
-  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_CLOSED);
-  assert_int_equal(r.calls, 1);
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  TU_OK(uvcuda_future_close(f, tu_rec_closed));
+  assert_int_equal(uvcuda_future_close(f, tu_rec_closed), UVCUDA_ECLOSING);
+  assert_int_equal(uvcuda_future_start(f, s, NULL, tu_rec_done), UVCUDA_ECLOSING);
+  assert_int_equal(r->closed, 0); /* not from inside close */
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->closed, 1);
+  assert_int_equal(uvcuda_future_start(f, s, NULL, tu_rec_done), UVCUDA_ECLOSING);
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_CLOSED);
+  assert_int_equal(r->calls, 1);
   tu_stream_destroy(s);
   tu_gate_free(&g);
-  env_close(&e);
-  assert_int_equal(uvcuda_loop_close(&e.ul, NULL), UVCUDA_ENOTINIT);
+  tu_fx_close(e);
+  assert_int_equal(uvcuda_loop_close(&e->ul, NULL), UVCUDA_ENOTINIT);
 }
 
 /* ---- close at every state ---- */
 
 static void close_at_every_state(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e;
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
   tu_gate_t g;
   int spin;
 
   for (spin = 0; spin < 2; spin++) {
     /* spin 0: budget 0, the future is ARMED; spin 1: long budget, SPINNING */
-    env_init(&e, state, spin ? 1000000 : 0);
+    e = tu_fx_open_with(fx, strategy_of(state), spin ? 1000000 : 0);
     s = tu_stream();
     tu_gate_init(&g);
 
     /* IDLE: close_cb only */
-    memset(&r, 0, sizeof(r));
-    TU_OK(uvcuda_future_init(&e.ul, &f));
-    f.data = &r;
-    close_future(&e, &f);
-    assert_int_equal(r.calls, 0);
+    memset(r, 0, sizeof(*r));
+    TU_OK(uvcuda_future_init(&e->ul, f));
+    f->data = r;
+    close_future(e, f);
+    assert_int_equal(r->calls, 0);
 
     /* SPINNING or ARMED, GPU work held: cancelled, then close_cb */
-    memset(&r, 0, sizeof(r));
-    TU_OK(uvcuda_future_init(&e.ul, &f));
-    f.data = &r;
+    memset(r, 0, sizeof(*r));
+    TU_OK(uvcuda_future_init(&e->ul, f));
+    f->data = r;
     tu_gate_hold(&g, s);
-    TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
-    assert_int_equal(uvcuda_future_state(&f),
+    TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+    assert_int_equal(uvcuda_future_state(f),
                      spin ? UVCUDA_FUTURE_SPINNING : UVCUDA_FUTURE_ARMED);
-    TU_OK(uvcuda_future_close(&f, on_closed));
-    assert_int_equal(r.calls, 0);
-    assert_int_equal(r.closed, 0);
-    tu_run(&e.uv, 5000);
-    assert_int_equal(r.calls, 1);
-    assert_int_equal(r.status, UVCUDA_ECANCELED);
-    assert_int_equal(r.closed, 1);
+    TU_OK(uvcuda_future_close(f, tu_rec_closed));
+    assert_int_equal(r->calls, 0);
+    assert_int_equal(r->closed, 0);
+    tu_run(&e->uv, 5000);
+    assert_int_equal(r->calls, 1);
+    assert_int_equal(r->status, UVCUDA_ECANCELED);
+    assert_int_equal(r->closed, 1);
     /* Poison the future's memory: nothing may touch it any more. */
-    memset(&f, 0xa5, sizeof(f));
+    memset(f, 0xa5, sizeof(*f));
     tu_gate_open(&g);
     TU_CU(tu.cuStreamSynchronize(s));
 
     /* FAILED, queued for delivery: cancelled */
-    memset(&r, 0, sizeof(r));
-    TU_OK(uvcuda_future_init(&e.ul, &f));
-    f.data = &r;
+    memset(r, 0, sizeof(*r));
+    TU_OK(uvcuda_future_init(&e->ul, f));
+    f->data = r;
     op_ret = UVCUDA_ENOMEM;
-    TU_OK(uvcuda_future_start(&f, s, op_fail, on_done));
-    TU_OK(uvcuda_future_close(&f, on_closed));
-    tu_run(&e.uv, 5000);
-    assert_int_equal(r.calls, 1);
-    assert_int_equal(r.status, UVCUDA_ECANCELED);
-    assert_int_equal(r.closed, 1);
-    assert_int_equal(stats_of(&e).cancelled, 2);
+    TU_OK(uvcuda_future_start(f, s, op_fail, tu_rec_done));
+    TU_OK(uvcuda_future_close(f, tu_rec_closed));
+    tu_run(&e->uv, 5000);
+    assert_int_equal(r->calls, 1);
+    assert_int_equal(r->status, UVCUDA_ECANCELED);
+    assert_int_equal(r->closed, 1);
+    assert_int_equal(stats_of(e).cancelled, 2);
 
     tu_stream_destroy(s);
     tu_gate_free(&g);
-    env_close(&e);
+    tu_fx_close(e);
   }
 }
 
 /* Close from inside its own callback. */
 static void on_done_close(uvcuda_future_t *f, int status) {
-  on_done(f, status);
-  TU_OK(uvcuda_future_close(f, on_closed));
+  tu_rec_done(f, status);
+  TU_OK(uvcuda_future_close(f, tu_rec_closed));
 }
 
 static void close_from_callback(void **state) {
-  env_t e;
-  uvcuda_future_t f;
-  rec_t r = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
   CUstream s;
 
-  env_init(&e, state, 20);
   s = tu_stream();
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
-  TU_OK(uvcuda_future_start(&f, s, NULL, on_done_close));
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r.calls, 1);
-  assert_int_equal(r.closed, 1);
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  TU_OK(uvcuda_future_start(f, s, NULL, on_done_close));
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(r->closed, 1);
   tu_stream_destroy(s);
-  env_close(&e);
+  tu_fx_close(e);
 }
 
 /* Loop close while a closed future's GPU write is still due: the close
@@ -730,47 +702,49 @@ static void on_lclosed(uvcuda_loop_t *ul) {
 }
 
 static void loop_close_never_waits_for_gpu_writes(void **state) {
-  env_t e;
-  uvcuda_future_t f, f2;
-  rec_t r = {0}, r2 = {0};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0), *e2;
+  uvcuda_future_t *f = tu_fx_futures(fx, 2);
+  tu_rec_t *r = tu_fx_rec(fx), *r2 = tu_fx_rec(fx);
   CUstream s, s2;
   tu_gate_t g, g2;
   int i;
 
-  env_init(&e, state, 20);
   s = tu_stream();
   s2 = tu_stream();
   tu_gate_init(&g);
   tu_gate_init(&g2);
-  TU_OK(uvcuda_future_init(&e.ul, &f));
-  f.data = &r;
+  TU_OK(uvcuda_future_init(&e->ul, &f[0]));
+  f[0].data = r;
   tu_gate_hold(&g, s);
-  TU_OK(uvcuda_future_start(&f, s, NULL, on_done));
-  close_future(&e, &f);
-  assert_int_equal(r.status, UVCUDA_ECANCELED);
+  TU_OK(uvcuda_future_start(&f[0], s, NULL, tu_rec_done));
+  close_future(e, &f[0]);
+  assert_int_equal(r->status, UVCUDA_ECANCELED);
   lclosed = 0;
-  TU_OK(uvcuda_loop_close(&e.ul, on_lclosed));
-  assert_int_equal(uvcuda_loop_close(&e.ul, on_lclosed), UVCUDA_ECLOSING);
-  tu_run(&e.uv, 5000); /* the gate is still closed */
+  TU_OK(uvcuda_loop_close(&e->ul, on_lclosed));
+  assert_int_equal(uvcuda_loop_close(&e->ul, on_lclosed), UVCUDA_ECLOSING);
+  tu_run(&e->uv, 5000); /* the gate is still closed */
   assert_int_equal(lclosed, 1);
-  assert_int_equal(uv_loop_close(&e.uv), 0);
+  assert_int_equal(tu_fx_close_uv(e), 0);
 
   /* A new loop's future on another stream, held, while the old write
    * lands: it must stay pending. */
-  env_init(&e, state, 0);
-  TU_OK(uvcuda_future_init(&e.ul, &f2));
-  f2.data = &r2;
+  e2 = tu_fx_open_with(fx, strategy_of(state), 0);
+  TU_OK(uvcuda_future_init(&e2->ul, &f[1]));
+  f[1].data = r2;
   tu_gate_hold(&g2, s2);
-  TU_OK(uvcuda_future_start(&f2, s2, NULL, on_done));
+  TU_OK(uvcuda_future_start(&f[1], s2, NULL, tu_rec_done));
   tu_gate_open(&g);
   TU_CU(tu.cuStreamSynchronize(s)); /* the old write has landed */
-  for (i = 0; i < 100; i++) uv_run(&e.uv, UV_RUN_NOWAIT);
-  assert_int_equal(r2.calls, 0);
+  for (i = 0; i < 100; i++) uv_run(&e2->uv, UV_RUN_NOWAIT);
+  assert_int_equal(r2->calls, 0);
   tu_gate_open(&g2);
-  tu_run(&e.uv, 5000);
-  assert_int_equal(r2.calls, 1);
-  assert_int_equal(r2.status, 0);
-  env_close_keep(&e, &f2);
+  tu_run(&e2->uv, 5000);
+  assert_int_equal(r2->calls, 1);
+  assert_int_equal(r2->status, 0);
+  TU_OK(uvcuda_future_close(&f[1], NULL));
+  tu_run(&e2->uv, 5000);
+  tu_fx_close(e2);
   tu_stream_destroy(s);
   tu_stream_destroy(s2);
   tu_gate_free(&g);
@@ -842,25 +816,35 @@ static void loops_on_threads(void **state) {
   }
 }
 
-#define CASES(c)                                                           \
-  cmocka_unit_test_prestate(short_op_completes_while_spinning, (void *)c), \
-  cmocka_unit_test_prestate(long_op_completes_armed, (void *)c),           \
-  cmocka_unit_test_prestate(no_spin_goes_straight_to_armed, (void *)c),    \
-  cmocka_unit_test_prestate(timing_shows_where_latency_went, (void *)c),   \
-  cmocka_unit_test_prestate(loop_alive_only_while_pending, (void *)c),     \
-  cmocka_unit_test_prestate(precise_despite_later_work, (void *)c),        \
-  cmocka_unit_test_prestate(many_futures_in_stream_order, (void *)c),      \
-  cmocka_unit_test_prestate(reuse_and_chain, (void *)c),                   \
-  cmocka_unit_test_prestate(op_errors_reach_the_callback, (void *)c),      \
-  cmocka_unit_test_prestate(driver_error_reaches_the_callback, (void *)c), \
-  cmocka_unit_test_prestate(capturing_stream_is_refused, (void *)c),       \
-  cmocka_unit_test_prestate(stream_context_made_current, (void *)c),       \
-  cmocka_unit_test_prestate(calls_from_another_thread_fail, (void *)c),    \
-  cmocka_unit_test_prestate(misuse_returns_errors, (void *)c),             \
-  cmocka_unit_test_prestate(close_at_every_state, (void *)c),              \
-  cmocka_unit_test_prestate(close_from_callback, (void *)c),               \
-  cmocka_unit_test_prestate(loop_close_never_waits_for_gpu_writes, (void *)c),   \
-  cmocka_unit_test_prestate(loops_on_threads, (void *)c)
+/* LOOP: setup opens loop 0 with strategy c and spin budget spin (us);
+ * OWN: the case opens its own loops. Teardown closes what is left. */
+#define LOOP(fn, c, spin)                                                  \
+  cmocka_unit_test_prestate_setup_teardown(fn, tu_fx_setup_loop,           \
+                                           tu_fx_teardown,                 \
+                                           (&(tu_fx_spec_t){c, spin}))
+#define OWN(fn, c)                                                         \
+  cmocka_unit_test_prestate_setup_teardown(fn, tu_fx_setup, tu_fx_teardown, \
+                                           (&(tu_fx_spec_t){c, -1}))
+
+#define CASES(c)                                        \
+  LOOP(short_op_completes_while_spinning, c, 200000),   \
+  LOOP(long_op_completes_armed, c, 20),                 \
+  LOOP(no_spin_goes_straight_to_armed, c, 0),           \
+  LOOP(timing_shows_where_latency_went, c, 20),         \
+  LOOP(loop_alive_only_while_pending, c, 20),           \
+  LOOP(precise_despite_later_work, c, 20),              \
+  LOOP(many_futures_in_stream_order, c, 20),            \
+  LOOP(reuse_and_chain, c, 20),                         \
+  LOOP(op_errors_reach_the_callback, c, 20),            \
+  LOOP(driver_error_reaches_the_callback, c, 20),       \
+  LOOP(capturing_stream_is_refused, c, 20),             \
+  LOOP(stream_context_made_current, c, 20),             \
+  LOOP(calls_from_another_thread_fail, c, 20),          \
+  LOOP(misuse_returns_errors, c, 20),                   \
+  OWN(close_at_every_state, c),                         \
+  LOOP(close_from_callback, c, 20),                     \
+  LOOP(loop_close_never_waits_for_gpu_writes, c, 20),  \
+  OWN(loops_on_threads, c)
 
 int main(int argc, char **argv) {
   const struct CMUnitTest auto_tests[] = {CASES(UVCUDA_COMPLETION_AUTO)};

@@ -63,10 +63,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_prestate(fuzz_threads, (void *)3),
       cmocka_unit_test_prestate(fuzz_threads, (void *)4),
   };
-  PFN_cuDeviceGet_v2000 get;
-  PFN_cuDevicePrimaryCtxRetain_v7000 retain;
   CUdevice d1;
-  void *p;
   int rc;
   if (argc > 1) seed = strtoull(argv[1], NULL, 0);
   if (argc > 2) total = strtoull(argv[2], NULL, 0);
@@ -74,11 +71,8 @@ int main(int argc, char **argv) {
   setenv("SIMCUDA_DEVICES", "2", 1);
   if ((rc = tu_setup(0)) != 0) return rc;
   if (!tu_is_simulated()) return 77; /* faults would poison a real GPU */
-  uvcuda_driver_symbol("cuDeviceGet", 2000, &p);
-  memcpy(&get, &p, sizeof(p));
-  uvcuda_driver_symbol("cuDevicePrimaryCtxRetain", 7000, &p);
-  memcpy(&retain, &p, sizeof(p));
-  if (get(&d1, 1) == CUDA_SUCCESS) retain(&fuzz_ctx1, d1);
+  if (tu.cuDeviceGet(&d1, 1) == CUDA_SUCCESS)
+    tu.cuDevicePrimaryCtxRetain(&fuzz_ctx1, d1);
   rc = cmocka_run_group_tests_name("fuzz/lifecycle", tests, NULL, NULL);
   tu_teardown();
   return rc;

@@ -2,7 +2,7 @@
  * report NOT_SUPPORTED, a 13.2 driver, two devices, injected faults,
  * invalid handles. Cases that change driver-wide settings (version,
  * devices, sticky faults) run in child processes. */
-#include "tu.h"
+#include "fixture.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -14,41 +14,24 @@
 #include "loop.h"
 #include "simcuda.h"
 
-typedef struct {
-  int calls, status;
-} rec_t;
-
-static void on_rec(uvcuda_future_t *f, int status) {
-  rec_t *r = f->data;
-  r->calls++;
-  r->status = status;
-}
-
-static void init_loop(uv_loop_t *uv, uvcuda_loop_t *ul, uvcuda_completion_t c) {
-  uvcuda_options_t o;
-  uvcuda_options_init(&o);
-  o.completion = c;
-  assert_int_equal(uv_loop_init(uv), 0);
-  TU_OK(uvcuda_loop_init(uv, ul, &o));
-}
-
-static void fini_loop(uv_loop_t *uv, uvcuda_loop_t *ul) {
-  tu_loop_close(uv, ul);
-  assert_int_equal(uv_loop_close(uv), 0);
+/* Cases run in a fixture (test/common/fixture.h); teardown() also takes
+ * back what a failed case left staged in the simulation. */
+static tu_fx_loop_t *init_loop(tu_fx_t *fx, uvcuda_completion_t c) {
+  return tu_fx_open_with(fx, c, -1);
 }
 
 /* Starts one future on s and runs the loop until its callback. */
-static int await_one(uv_loop_t *uv, uvcuda_loop_t *ul, CUstream s) {
-  uvcuda_future_t f;
-  rec_t r = {0, 0};
-  TU_OK(uvcuda_future_init(ul, &f));
-  f.data = &r;
-  TU_OK(uvcuda_future_start(&f, s, NULL, on_rec));
-  tu_run(uv, 5000);
-  assert_int_equal(r.calls, 1);
-  TU_OK(uvcuda_future_close(&f, NULL));
-  tu_run(uv, 5000);
-  return r.status;
+static int await_one(tu_fx_t *fx, tu_fx_loop_t *lp, CUstream s) {
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
+  TU_OK(uvcuda_future_init(&lp->ul, f));
+  f->data = r;
+  TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+  tu_run(&lp->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  TU_OK(uvcuda_future_close(f, NULL));
+  tu_run(&lp->uv, 5000);
+  return r->status;
 }
 
 static void teardown_failures(void) { simcuda_clear_failures(); }
@@ -56,48 +39,46 @@ static void teardown_failures(void) { simcuda_clear_failures(); }
 /* ---- memops missing: AUTO falls back, explicit strategies say so ---- */
 
 static void no_memops_auto_falls_back(void **state) {
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
   uvcuda_stats_t st;
   CUstream s = tu_stream();
   int i;
-  (void)state;
   simcuda_fail("cuStreamWriteValue64", CUDA_ERROR_NOT_SUPPORTED, -1);
   simcuda_fail("cuStreamWriteValue32", CUDA_ERROR_NOT_SUPPORTED, -1);
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
-  for (i = 0; i < 20; i++) assert_int_equal(await_one(&uv, &ul, s), 0);
-  TU_OK(uvcuda_loop_stats(&ul, &st));
+  lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
+  for (i = 0; i < 20; i++) assert_int_equal(await_one(fx, lp, s), 0);
+  TU_OK(uvcuda_loop_stats(&lp->ul, &st));
   assert_true(st.fallbacks >= 1);
   assert_int_equal(st.completed_spin + st.completed_hostfn, 20);
   assert_true(simcuda_hostfn_count() >= 20);
-  fini_loop(&uv, &ul);
+  tu_fx_close(lp);
 
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_REACTOR);
-  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ENOTSUP);
-  fini_loop(&uv, &ul);
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_POLL);
-  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ENOTSUP);
-  fini_loop(&uv, &ul);
+  lp = init_loop(fx, UVCUDA_COMPLETION_REACTOR);
+  assert_int_equal(await_one(fx, lp, s), UVCUDA_ENOTSUP);
+  tu_fx_close(lp);
+  lp = init_loop(fx, UVCUDA_COMPLETION_POLL);
+  assert_int_equal(await_one(fx, lp, s), UVCUDA_ENOTSUP);
+  tu_fx_close(lp);
   teardown_failures();
   tu_stream_destroy(s);
 }
 
 static void only_32_bit_memops(void **state) {
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
   uvcuda_stats_t st;
   CUstream s = tu_stream();
   uint64_t before;
   int i;
-  (void)state;
   simcuda_fail("cuStreamWriteValue64", CUDA_ERROR_NOT_SUPPORTED, -1);
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_REACTOR);
+  lp = init_loop(fx, UVCUDA_COMPLETION_REACTOR);
   before = simcuda_call_count("cuStreamWriteValue32");
-  for (i = 0; i < 10; i++) assert_int_equal(await_one(&uv, &ul, s), 0);
+  for (i = 0; i < 10; i++) assert_int_equal(await_one(fx, lp, s), 0);
   assert_true(simcuda_call_count("cuStreamWriteValue32") >= before + 10);
-  TU_OK(uvcuda_loop_stats(&ul, &st));
+  TU_OK(uvcuda_loop_stats(&lp->ul, &st));
   assert_int_equal(st.fallbacks, 0);
-  fini_loop(&uv, &ul);
+  tu_fx_close(lp);
   teardown_failures();
   tu_stream_destroy(s);
 }
@@ -121,26 +102,25 @@ static void counter_32_wraps(void **state) {
 /* ---- enqueue failures and exhausted resources are values ---- */
 
 static void enqueue_failures_reach_the_callback(void **state) {
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
   CUstream s = tu_stream();
-  (void)state;
 
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_HOSTFN);
+  lp = init_loop(fx, UVCUDA_COMPLETION_HOSTFN);
   simcuda_fail("cuLaunchHostFunc", CUDA_ERROR_OUT_OF_MEMORY, 1);
-  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
-  assert_int_equal(await_one(&uv, &ul, s), 0); /* and the next one works */
-  fini_loop(&uv, &ul);
+  assert_int_equal(await_one(fx, lp, s), UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
+  assert_int_equal(await_one(fx, lp, s), 0); /* and the next one works */
+  tu_fx_close(lp);
 
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
-  assert_int_equal(await_one(&uv, &ul, s), 0);
+  lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(await_one(fx, lp, s), 0);
   simcuda_fail("cuStreamWriteValue64", CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 1);
-  assert_int_equal(await_one(&uv, &ul, s),
+  assert_int_equal(await_one(fx, lp, s),
                    UVCUDA_ECUDA(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES));
-  assert_int_equal(await_one(&uv, &ul, s), 0);
+  assert_int_equal(await_one(fx, lp, s), 0);
   simcuda_fail("cuStreamIsCapturing", CUDA_ERROR_INVALID_HANDLE, 1);
-  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ECUDA(CUDA_ERROR_INVALID_HANDLE));
-  fini_loop(&uv, &ul);
+  assert_int_equal(await_one(fx, lp, s), UVCUDA_ECUDA(CUDA_ERROR_INVALID_HANDLE));
+  tu_fx_close(lp);
   teardown_failures();
   tu_stream_destroy(s);
 }
@@ -148,22 +128,21 @@ static void enqueue_failures_reach_the_callback(void **state) {
 /* Counter pages are registered per CUDA context: a fresh context's first
  * stream needs one, and a registration that fails is that future's error. */
 static void pinned_memory_exhausted(void **state) {
+  tu_fx_t *fx = tu_fx(state);
   PFN_cuCtxCreate_v3020 ctx_create;
   PFN_cuCtxDestroy_v4000 ctx_destroy;
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
+  tu_fx_loop_t *lp;
   CUcontext c;
   CUstream s;
-  (void)state;
   TU_OK(uvcuda_driver_symbol("cuCtxCreate", 3020, (void **)&ctx_create));
   TU_OK(uvcuda_driver_symbol("cuCtxDestroy", 4000, (void **)&ctx_destroy));
   TU_CU(ctx_create(&c, 0, 0));
   TU_CU(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
+  lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
   simcuda_fail("cuMemHostRegister", CUDA_ERROR_OUT_OF_MEMORY, 1);
-  assert_int_equal(await_one(&uv, &ul, s), UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
-  assert_int_equal(await_one(&uv, &ul, s), 0);
-  fini_loop(&uv, &ul);
+  assert_int_equal(await_one(fx, lp, s), UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
+  assert_int_equal(await_one(fx, lp, s), 0);
+  tu_fx_close(lp);
   teardown_failures();
   TU_CU(tu.cuStreamDestroy(s));
   TU_CU(ctx_destroy(c));
@@ -171,24 +150,22 @@ static void pinned_memory_exhausted(void **state) {
 }
 
 static void invalid_stream_handle(void **state) {
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
-  (void)state;
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
-  assert_int_equal(await_one(&uv, &ul, (CUstream)(uintptr_t)0xdead0),
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
+  lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(await_one(fx, lp, (CUstream)(uintptr_t)0xdead0),
                    UVCUDA_ECUDA(CUDA_ERROR_INVALID_HANDLE));
-  fini_loop(&uv, &ul);
+  tu_fx_close(lp);
 }
 
 /* The legacy default stream (NULL) of the current context works too. */
 static void default_stream(void **state) {
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
-  (void)state;
-  init_loop(&uv, &ul, UVCUDA_COMPLETION_AUTO);
-  assert_int_equal(await_one(&uv, &ul, NULL), 0);
-  assert_int_equal(await_one(&uv, &ul, CU_STREAM_PER_THREAD), 0);
-  fini_loop(&uv, &ul);
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
+  lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(await_one(fx, lp, NULL), 0);
+  assert_int_equal(await_one(fx, lp, CU_STREAM_PER_THREAD), 0);
+  tu_fx_close(lp);
 }
 
 /* ---- a 13.2 driver: the host-task sync modes ---- */
@@ -198,7 +175,7 @@ static int c_v2_modes(void *arg) {
   uvcuda_loop_t ul;
   uvcuda_options_t o;
   uvcuda_future_t f;
-  rec_t r = {0, 0};
+  tu_rec_t r = {0};
   int mode = (int)(intptr_t)arg;
   CUstream s;
   (void)arg;
@@ -214,7 +191,7 @@ static int c_v2_modes(void *arg) {
   uvcuda_future_init(&ul, &f);
   f.data = &r;
   tu_sleep(s, 2000000);
-  if (uvcuda_future_start(&f, s, NULL, on_rec) != 0) return 12;
+  if (uvcuda_future_start(&f, s, NULL, tu_rec_done) != 0) return 12;
   uv_run(&uv, UV_RUN_DEFAULT);
   if (r.calls != 1 || r.status != 0) return 13;
   if (simcuda_hostfn_v2_count(mode) != 1) return 14;
@@ -244,8 +221,6 @@ static void on_dev(uvcuda_future_t *f, int status) {
 
 static int c_two_devices(void *arg) {
   uvcuda_completion_t c = (uvcuda_completion_t)(uintptr_t)arg;
-  PFN_cuDevicePrimaryCtxRetain_v7000 retain;
-  PFN_cuDeviceGet_v2000 get;
   CUdevice d1;
   CUcontext c1;
   CUstream s0, s1;
@@ -255,15 +230,10 @@ static int c_two_devices(void *arg) {
   uvcuda_future_t f[40];
   tu_gate_t g;
   int i;
-  void *p;
 
   setenv("SIMCUDA_DEVICES", "2", 1);
   if (tu_setup(0) != 0) return 10;
-  uvcuda_driver_symbol("cuDevicePrimaryCtxRetain", 7000, &p);
-  memcpy(&retain, &p, sizeof(p));
-  uvcuda_driver_symbol("cuDeviceGet", 2000, &p);
-  memcpy(&get, &p, sizeof(p));
-  if (get(&d1, 1) || retain(&c1, d1)) return 11;
+  if (tu.cuDeviceGet(&d1, 1) || tu.cuDevicePrimaryCtxRetain(&c1, d1)) return 11;
   s0 = tu_stream(); /* device 0 (current) */
   tu_gate_init(&g);
   tu_gate_hold(&g, s0);
@@ -300,7 +270,7 @@ static int c_two_devices(void *arg) {
 }
 
 static void fault_on_one_device(void **state) {
-  int rc = tu_in_child(c_two_devices, *state);
+  int rc = tu_in_child(c_two_devices, (void *)tu_fx_prestate(state));
   if (rc != 0) fail_msg("child failed with status %d", rc);
 }
 
@@ -312,67 +282,63 @@ static void fault_on_one_device(void **state) {
  * valgrind allows 500). */
 static void wakeup_cost_is_per_fired_timeline(void **state) {
   enum { HELD = 200, RUNS = 50 };
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
   uvcuda_options_t o;
-  uvcuda_future_t *held = calloc(HELD, sizeof(*held)), f;
-  CUstream *hs = calloc(HELD, sizeof(*hs)), s = tu_stream();
-  rec_t hr = {0, 0}, r = {0, 0};
+  uvcuda_future_t *held = tu_fx_futures(fx, HELD), *f = tu_fx_futures(fx, 1);
+  CUstream *hs = tu_fx_alloc(fx, HELD * sizeof(*hs)), s = tu_stream();
+  tu_rec_t *hr = tu_fx_rec(fx), *r = tu_fx_rec(fx);
   uvcuda_stats_t st;
   uint64_t h0, wakeups0;
   tu_gate_t g;
   int i;
-  (void)state;
 
   assert_non_null(held);
   assert_non_null(hs);
   uvcuda_options_init(&o);
   o.completion = UVCUDA_COMPLETION_REACTOR;
   o.spin_budget_us = 0; /* every completion through the reactor */
-  assert_int_equal(uv_loop_init(&uv), 0);
-  TU_OK(uvcuda_loop_init(&uv, &ul, &o));
+  lp = tu_fx_open(fx, &o);
   tu_gate_init(&g);
   for (i = 0; i < HELD; i++) {
     hs[i] = tu_stream();
     tu_gate_hold(&g, hs[i]);
-    TU_OK(uvcuda_future_init(&ul, &held[i]));
-    held[i].data = &hr;
-    TU_OK(uvcuda_future_start(&held[i], hs[i], NULL, on_rec));
+    TU_OK(uvcuda_future_init(&lp->ul, &held[i]));
+    held[i].data = hr;
+    TU_OK(uvcuda_future_start(&held[i], hs[i], NULL, tu_rec_done));
   }
-  uv_run(&uv, UV_RUN_NOWAIT);
-  TU_OK(uvcuda_future_init(&ul, &f));
-  f.data = &r;
-  TU_OK(uvcuda_loop_stats(&ul, &st));
+  uv_run(&lp->uv, UV_RUN_NOWAIT);
+  TU_OK(uvcuda_future_init(&lp->ul, f));
+  f->data = r;
+  TU_OK(uvcuda_loop_stats(&lp->ul, &st));
   wakeups0 = st.reactor_wakeups;
-  h0 = ul.internal_->tls.harvests;
+  h0 = lp->ul.internal_->tls.harvests;
   for (i = 0; i < RUNS; i++) {
     uint64_t end = tu_now_ns() + 5000000000ull;
-    TU_OK(uvcuda_future_start(&f, s, NULL, on_rec));
-    while (r.calls < i + 1 && tu_now_ns() < end) uv_run(&uv, UV_RUN_ONCE);
-    assert_int_equal(r.calls, i + 1);
-    assert_int_equal(r.status, 0);
+    TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+    while (r->calls < i + 1 && tu_now_ns() < end) uv_run(&lp->uv, UV_RUN_ONCE);
+    assert_int_equal(r->calls, i + 1);
+    assert_int_equal(r->status, 0);
   }
-  TU_OK(uvcuda_loop_stats(&ul, &st));
+  TU_OK(uvcuda_loop_stats(&lp->ul, &st));
   assert_true(st.reactor_wakeups - wakeups0 >= RUNS);
-  assert_int_equal(hr.calls, 0);
+  assert_int_equal(hr->calls, 0);
   /* At most a few timelines per wakeup; looking at every timeline would
    * be over 200 per wakeup. */
-  if (ul.internal_->tls.harvests - h0 > 4 * (st.reactor_wakeups - wakeups0))
+  if (lp->ul.internal_->tls.harvests - h0 > 4 * (st.reactor_wakeups - wakeups0))
     fail_msg("%llu harvests over %llu wakeups with %d timelines held",
-             (unsigned long long)(ul.internal_->tls.harvests - h0),
+             (unsigned long long)(lp->ul.internal_->tls.harvests - h0),
              (unsigned long long)(st.reactor_wakeups - wakeups0), HELD);
   tu_gate_open(&g);
-  tu_run(&uv, 10000);
-  assert_int_equal(hr.calls, HELD);
-  TU_OK(uvcuda_future_close(&f, NULL));
+  tu_run(&lp->uv, 10000);
+  assert_int_equal(hr->calls, HELD);
+  TU_OK(uvcuda_future_close(f, NULL));
   for (i = 0; i < HELD; i++) TU_OK(uvcuda_future_close(&held[i], NULL));
-  tu_run(&uv, 5000);
+  tu_run(&lp->uv, 5000);
   for (i = 0; i < HELD; i++) tu_stream_destroy(hs[i]);
   tu_stream_destroy(s);
   tu_gate_free(&g);
-  fini_loop(&uv, &ul);
-  free(held);
-  free(hs);
+  tu_fx_close(lp);
 }
 
 /* ---- a driver call stuck in the reactor's fault probe ---- */
@@ -389,78 +355,82 @@ static void on_tick(uv_timer_t *t) {
  * delivered at once, on every stream. Only armed futures wait: the reactor
  * that reads their counters is stuck. */
 static void stuck_probe_never_blocks_the_loop(void **state) {
-  uv_loop_t uv;
-  uvcuda_loop_t ul;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
   uvcuda_options_t o;
-  uvcuda_future_t fa, fa2, fb, fc;
-  rec_t ra = {0, 0}, ra2 = {0, 0}, rb = {0, 0}, rc = {0, 0};
+  uvcuda_future_t *fa = tu_fx_futures(fx, 1), *fa2 = tu_fx_futures(fx, 1);
+  uvcuda_future_t *fb = tu_fx_futures(fx, 1), *fc = tu_fx_futures(fx, 1);
+  tu_rec_t *ra = tu_fx_rec(fx), *ra2 = tu_fx_rec(fx);
+  tu_rec_t *rb = tu_fx_rec(fx), *rc = tu_fx_rec(fx);
   CUstream a = tu_stream(), b = tu_stream(), c = tu_stream();
-  uv_timer_t tick;
+  uv_timer_t *tick = tu_fx_alloc(fx, sizeof(*tick));
   uint64_t end;
   tu_gate_t g;
-  (void)state;
 
   uvcuda_options_init(&o);
   o.completion = UVCUDA_COMPLETION_AUTO;
   o.spin_budget_us = 0;
   o.probe_interval_us = 50;
-  assert_int_equal(uv_loop_init(&uv), 0);
-  TU_OK(uvcuda_loop_init(&uv, &ul, &o));
+  lp = tu_fx_open(fx, &o);
   tu_gate_init(&g);
   tu_gate_hold(&g, a);
-  TU_OK(uvcuda_future_init(&ul, &fa));
-  fa.data = &ra;
-  TU_OK(uvcuda_future_start(&fa, a, NULL, on_rec)); /* armed: probed */
+  TU_OK(uvcuda_future_init(&lp->ul, fa));
+  fa->data = ra;
+  TU_OK(uvcuda_future_start(fa, a, NULL, tu_rec_done)); /* armed: probed */
 
   simcuda_hold_calls("cuStreamQuery", 1);
   end = tu_now_ns() + 5000000000ull;
   while (simcuda_held_calls("cuStreamQuery") == 0 && tu_now_ns() < end)
-    uv_run(&uv, UV_RUN_NOWAIT);
+    uv_run(&lp->uv, UV_RUN_NOWAIT);
   assert_int_equal(simcuda_held_calls("cuStreamQuery"), 1); /* the reactor */
 
   /* Arming takes the reactor's lock: it must not be held by the probe. */
-  TU_OK(uvcuda_future_init(&ul, &fb));
-  fb.data = &rb;
-  TU_OK(uvcuda_future_start(&fb, b, NULL, on_rec));
+  TU_OK(uvcuda_future_init(&lp->ul, fb));
+  fb->data = rb;
+  TU_OK(uvcuda_future_start(fb, b, NULL, tu_rec_done));
   /* Futures that complete in the spin while the probe is stuck: fa2 on
    * stream a (and fa ahead of it), fc on another one. */
   tu_gate_open(&g);
-  ul.internal_->opts.spin_budget_ns = 1000000000ull;
-  TU_OK(uvcuda_future_init(&ul, &fa2));
-  fa2.data = &ra2;
-  TU_OK(uvcuda_future_start(&fa2, a, NULL, on_rec));
-  TU_OK(uvcuda_future_init(&ul, &fc));
-  fc.data = &rc;
-  TU_OK(uvcuda_future_start(&fc, c, NULL, on_rec));
-  ul.internal_->opts.spin_budget_ns = 0;
-  uv_timer_init(&uv, &tick);
-  uv_timer_start(&tick, on_tick, 1, 1);
+  lp->ul.internal_->opts.spin_budget_ns = 1000000000ull;
+  TU_OK(uvcuda_future_init(&lp->ul, fa2));
+  fa2->data = ra2;
+  TU_OK(uvcuda_future_start(fa2, a, NULL, tu_rec_done));
+  TU_OK(uvcuda_future_init(&lp->ul, fc));
+  fc->data = rc;
+  TU_OK(uvcuda_future_start(fc, c, NULL, tu_rec_done));
+  lp->ul.internal_->opts.spin_budget_ns = 0;
+  uv_timer_init(&lp->uv, tick);
+  uv_timer_start(tick, on_tick, 1, 1);
   tick_count = 0;
-  end = tu_now_ns() + 100000000ull; /* 100 ms of loop */
-  while (tu_now_ns() < end) uv_run(&uv, UV_RUN_NOWAIT);
+  /* Loop until the timer ticked 10 times and the spinning futures are
+   * done (the probe stays stuck all along: nothing here waits for it). */
+  end = tu_now_ns() + 5000000000ull;
+  while ((tick_count < 10 || rc->calls == 0 || ra2->calls == 0) &&
+         tu_now_ns() < end)
+    uv_run(&lp->uv, UV_RUN_NOWAIT);
   assert_true(tick_count >= 10); /* the loop ran its timer all along */
-  assert_int_equal(rc.calls, 1);
-  assert_int_equal(ra.calls, 1);
-  assert_int_equal(ra2.calls, 1);
-  assert_int_equal(rb.calls, 0); /* armed: the reactor is stuck */
+  assert_int_equal(rc->calls, 1);
+  assert_int_equal(ra->calls, 1);
+  assert_int_equal(ra2->calls, 1);
+  assert_int_equal(rb->calls, 0); /* armed: the reactor is stuck */
   assert_int_equal(simcuda_held_calls("cuStreamQuery"), 1);
 
   simcuda_hold_calls("cuStreamQuery", 0);
   end = tu_now_ns() + 5000000000ull;
-  while (rb.calls == 0 && tu_now_ns() < end) uv_run(&uv, UV_RUN_ONCE);
-  assert_int_equal(rb.calls, 1);
-  assert_int_equal(ra.status | ra2.status | rb.status | rc.status, 0);
-  uv_close((uv_handle_t *)&tick, NULL);
-  TU_OK(uvcuda_future_close(&fa, NULL));
-  TU_OK(uvcuda_future_close(&fa2, NULL));
-  TU_OK(uvcuda_future_close(&fb, NULL));
-  TU_OK(uvcuda_future_close(&fc, NULL));
-  tu_run(&uv, 5000);
+  while (rb->calls == 0 && tu_now_ns() < end) uv_run(&lp->uv, UV_RUN_ONCE);
+  assert_int_equal(rb->calls, 1);
+  assert_int_equal(ra->status | ra2->status | rb->status | rc->status, 0);
+  uv_close((uv_handle_t *)tick, NULL);
+  TU_OK(uvcuda_future_close(fa, NULL));
+  TU_OK(uvcuda_future_close(fa2, NULL));
+  TU_OK(uvcuda_future_close(fb, NULL));
+  TU_OK(uvcuda_future_close(fc, NULL));
+  tu_run(&lp->uv, 5000);
   tu_stream_destroy(a);
   tu_stream_destroy(b);
   tu_stream_destroy(c);
   tu_gate_free(&g);
-  fini_loop(&uv, &ul);
+  tu_fx_close(lp);
 }
 
 /* ---- closing a loop never waits for the device ---- */
@@ -492,29 +462,28 @@ static void on_loop_closed(uvcuda_loop_t *ul) {
  * counters to give back while those calls would block: its close must
  * finish, no thread may call them, and loop A keeps completing. */
 static void loop_close_never_waits_for_the_device(void **state) {
-  uv_loop_t ua, ub;
-  uvcuda_loop_t la, lb;
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *a, *b;
   CUstream s = tu_stream(), s2 = tu_stream();
   pthread_t t;
   uint64_t frees0, unregs0;
-  (void)state;
 
-  init_loop(&ua, &la, UVCUDA_COMPLETION_AUTO);
-  init_loop(&ub, &lb, UVCUDA_COMPLETION_AUTO);
-  assert_int_equal(await_one(&ub, &lb, s), 0); /* B has counters */
-  assert_int_equal(await_one(&ub, &lb, s2), 0);
+  a = init_loop(fx, UVCUDA_COMPLETION_AUTO);
+  b = init_loop(fx, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(await_one(fx, b, s), 0); /* B has counters */
+  assert_int_equal(await_one(fx, b, s2), 0);
   frees0 = simcuda_call_count("cuMemFreeHost");
   unregs0 = simcuda_call_count("cuMemHostUnregister");
   assert_int_equal(pthread_create(&t, NULL, hold_frees, NULL), 0);
   pthread_join(t, NULL);
   closed_flag = 0;
-  TU_OK(uvcuda_loop_close(&lb, on_loop_closed));
-  tu_run_until(&ub, &closed_flag, 5000);
+  TU_OK(uvcuda_loop_close(&b->ul, on_loop_closed));
+  tu_run_until(&b->uv, &closed_flag, 5000);
   assert_int_equal(closed_flag, 1);
-  assert_int_equal(uv_loop_close(&ub), 0);
-  assert_int_equal(await_one(&ua, &la, s), 0); /* A is unharmed */
-  assert_int_equal(await_one(&ua, &la, s2), 0);
-  fini_loop(&ua, &la);
+  assert_int_equal(tu_fx_close_uv(b), 0);
+  assert_int_equal(await_one(fx, a, s), 0); /* A is unharmed */
+  assert_int_equal(await_one(fx, a, s2), 0);
+  tu_fx_close(a);
   assert_int_equal(simcuda_call_count("cuMemFreeHost"), frees0);
   assert_int_equal(simcuda_call_count("cuMemHostUnregister"), unregs0);
   assert_int_equal(pthread_create(&t, NULL, release_frees, NULL), 0);
@@ -523,24 +492,41 @@ static void loop_close_never_waits_for_the_device(void **state) {
   tu_stream_destroy(s2);
 }
 
+/* A failed case may have left calls held or failures staged: the next
+ * case must not inherit them (the loops' teardown needs the driver). */
+static int teardown(void **state) {
+  simcuda_hold_calls("cuStreamQuery", 0);
+  simcuda_hold_calls("cuMemFreeHost", 0);
+  simcuda_hold_calls("cuMemHostUnregister", 0);
+  simcuda_clear_failures();
+  return tu_fx_teardown(state);
+}
+
+#define CASE(fn, prestate) \
+  cmocka_unit_test_prestate_setup_teardown(fn, tu_fx_setup, teardown, prestate)
+/* In children: this process must not touch the driver before they fork. */
+#define CHILD(fn, prestate)                                               \
+  cmocka_unit_test_prestate_setup_teardown(fn, tu_fx_setup, tu_fx_teardown, \
+                                           prestate)
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(no_memops_auto_falls_back),
-      cmocka_unit_test(only_32_bit_memops),
-      cmocka_unit_test(counter_32_wraps),
-      cmocka_unit_test(enqueue_failures_reach_the_callback),
-      cmocka_unit_test(pinned_memory_exhausted),
-      cmocka_unit_test(invalid_stream_handle),
-      cmocka_unit_test(default_stream),
-      cmocka_unit_test(wakeup_cost_is_per_fired_timeline),
-      cmocka_unit_test(stuck_probe_never_blocks_the_loop),
-      cmocka_unit_test(loop_close_never_waits_for_the_device),
+      CASE(no_memops_auto_falls_back, NULL),
+      CASE(only_32_bit_memops, NULL),
+      CASE(counter_32_wraps, NULL),
+      CASE(enqueue_failures_reach_the_callback, NULL),
+      CASE(pinned_memory_exhausted, NULL),
+      CASE(invalid_stream_handle, NULL),
+      CASE(default_stream, NULL),
+      CASE(wakeup_cost_is_per_fired_timeline, NULL),
+      CASE(stuck_probe_never_blocks_the_loop, NULL),
+      CASE(loop_close_never_waits_for_the_device, NULL),
   };
   const struct CMUnitTest child_tests[] = {
-      cmocka_unit_test(host_task_modes_on_13_2),
-      cmocka_unit_test_prestate(fault_on_one_device, (void *)UVCUDA_COMPLETION_AUTO),
-      cmocka_unit_test_prestate(fault_on_one_device, (void *)UVCUDA_COMPLETION_HOSTFN),
-      cmocka_unit_test_prestate(fault_on_one_device, (void *)UVCUDA_COMPLETION_POLL),
+      CHILD(host_task_modes_on_13_2, NULL),
+      CHILD(fault_on_one_device, (void *)UVCUDA_COMPLETION_AUTO),
+      CHILD(fault_on_one_device, (void *)UVCUDA_COMPLETION_HOSTFN),
+      CHILD(fault_on_one_device, (void *)UVCUDA_COMPLETION_POLL),
   };
   int fails = 0, rc;
   /* Children first, while this process has not loaded the driver. */

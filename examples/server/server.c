@@ -42,6 +42,7 @@
 #include <cudaTypedefs.h>
 #include <uv.h>
 
+#include "drvtab.h"
 #include "protocol.h"
 #include "uvcuda.h"
 
@@ -77,70 +78,16 @@ static qnode_t *q_pop(qnode_t *h) {
 #define CONTAINER(ptr, type, field) \
   ((type *)(void *)((char *)(ptr) - offsetof(type, field)))
 
-/* ---- the CUDA driver, resolved through uvcuda_driver_symbol ---------- */
+/* ---- the CUDA driver: test/common/drvtab.h, through uvcuda_driver_symbol */
 
-static struct {
-  PFN_cuDeviceGet_v2000 DeviceGet;
-  PFN_cuDeviceGetCount_v2000 DeviceGetCount;
-  PFN_cuDeviceGetName_v2000 DeviceGetName;
-  PFN_cuDevicePrimaryCtxRetain_v7000 PrimaryCtxRetain;
-  PFN_cuDevicePrimaryCtxRelease_v11000 PrimaryCtxRelease;
-  PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
-  PFN_cuStreamCreate_v2000 StreamCreate;
-  PFN_cuStreamDestroy_v4000 StreamDestroy;
-  PFN_cuStreamSynchronize_v2000 StreamSynchronize;
-  PFN_cuMemAlloc_v3020 MemAlloc;
-  PFN_cuMemFree_v3020 MemFree;
-  PFN_cuMemHostAlloc_v2020 MemHostAlloc;
-  PFN_cuMemFreeHost_v2000 MemFreeHost;
-  PFN_cuMemcpyHtoDAsync_v3020 HtoD;
-  PFN_cuMemcpyDtoHAsync_v3020 DtoH;
-  PFN_cuModuleLoadData_v2000 ModuleLoadData;
-  PFN_cuModuleGetFunction_v2000 ModuleGetFunction;
-  PFN_cuModuleUnload_v2000 ModuleUnload;
-  PFN_cuLaunchKernel_v4000 LaunchKernel;
-} cu;
+static drvtab_t cu;
 
 static int resolve_driver(void) {
-  static const struct {
-    const char *name;
-    int version;
-    size_t offset;
-  } syms[] = {
-#define S(field, name, ver) {name, ver, offsetof(__typeof__(cu), field)}
-      S(DeviceGet, "cuDeviceGet", 2000),
-      S(DeviceGetCount, "cuDeviceGetCount", 2000),
-      S(DeviceGetName, "cuDeviceGetName", 2000),
-      S(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000),
-      S(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 11000),
-      S(CtxSetCurrent, "cuCtxSetCurrent", 4000),
-      S(StreamCreate, "cuStreamCreate", 2000),
-      S(StreamDestroy, "cuStreamDestroy", 4000),
-      S(StreamSynchronize, "cuStreamSynchronize", 2000),
-      S(MemAlloc, "cuMemAlloc", 3020),
-      S(MemFree, "cuMemFree", 3020),
-      S(MemHostAlloc, "cuMemHostAlloc", 2020),
-      S(MemFreeHost, "cuMemFreeHost", 2000),
-      S(HtoD, "cuMemcpyHtoDAsync", 3020),
-      S(DtoH, "cuMemcpyDtoHAsync", 3020),
-      S(ModuleLoadData, "cuModuleLoadData", 2000),
-      S(ModuleGetFunction, "cuModuleGetFunction", 2000),
-      S(ModuleUnload, "cuModuleUnload", 2000),
-      S(LaunchKernel, "cuLaunchKernel", 4000),
-#undef S
-  };
-  size_t i;
-  for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-    void *p = NULL;
-    int err = uvcuda_driver_symbol(syms[i].name, syms[i].version, &p);
-    if (err) {
-      fprintf(stderr, "uvcuda-server: %s: %s\n", syms[i].name,
-              uvcuda_strerror(err));
-      return -1;
-    }
-    memcpy((char *)&cu + syms[i].offset, &p, sizeof(p));
-  }
-  return 0;
+  drvtab_miss_t miss;
+  if (drvtab_resolve(&cu, &miss) == 0) return 0;
+  fprintf(stderr, "uvcuda-server: %s: %s\n", miss.name,
+          uvcuda_strerror(miss.err));
+  return -1;
 }
 
 /* ---- options ----------------------------------------------------------- */
@@ -651,24 +598,24 @@ static void conn_flush(conn_t *c) {
 static CUresult enqueue_step(slot_t *s, int step, CUstream st) {
   switch (step) {
     case STEP_UPLOAD:
-      return cu.HtoD(s->d, s->h, s->n, st);
+      return cu.cuMemcpyHtoDAsync(s->d, s->h, s->n, st);
     case STEP_KERNEL:
       if (s->op == PROTO_OP_CHECKSUM) {
         void *args[] = {&s->d, &s->n, &s->d_out};
-        return cu.LaunchKernel(S.fn_sum, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
+        return cu.cuLaunchKernel(S.fn_sum, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
       } else if (s->op == PROTO_OP_ADD) {
         uint32_t words = s->n / 4;
         void *args[] = {&s->d, &words, &s->arg};
-        return cu.LaunchKernel(S.fn_add, (words + 255) / 256, 1, 1, 256, 1, 1, 0,
+        return cu.cuLaunchKernel(S.fn_add, (words + 255) / 256, 1, 1, 256, 1, 1, 0,
                                st, args, NULL);
       } else {
         uint64_t ns = (uint64_t)s->arg * 1000u;
         void *args[] = {&ns};
-        return cu.LaunchKernel(S.fn_sleep, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
+        return cu.cuLaunchKernel(S.fn_sleep, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
       }
     case STEP_DOWNLOAD:
-      if (s->op == PROTO_OP_CHECKSUM) return cu.DtoH(s->h_out, s->d_out, 4, st);
-      return cu.DtoH(s->h, s->d, s->n, st);
+      if (s->op == PROTO_OP_CHECKSUM) return cu.cuMemcpyDtoHAsync(s->h_out, s->d_out, 4, st);
+      return cu.cuMemcpyDtoHAsync(s->h, s->d, s->n, st);
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
@@ -760,9 +707,9 @@ static void tp_give(CUstream st) {
 static void tp_work(uv_work_t *w) {
   slot_t *s = CONTAINER(w, slot_t, work);
   CUstream st = tp_take();
-  CUresult r = cu.CtxSetCurrent(S.ctx), r2;
+  CUresult r = cu.cuCtxSetCurrent(S.ctx), r2;
   if (r == CUDA_SUCCESS) r = enqueue_all(s, st);
-  r2 = cu.StreamSynchronize(st); /* also fences a partly enqueued request */
+  r2 = cu.cuStreamSynchronize(st); /* also fences a partly enqueued request */
   if (r == CUDA_SUCCESS) r = r2;
   tp_give(st);
   s->status = r == CUDA_SUCCESS ? 0 : UVCUDA_ECUDA(r);
@@ -1183,26 +1130,26 @@ static int gpu_setup(void) {
   char name[128] = "?";
   int count = 0, i, cls, k = 0;
 
-  CU(cu.DeviceGetCount(&count));
+  CU(cu.cuDeviceGetCount(&count));
   if (opt.device >= count) {
     logf_("--device %d: only %d devices", opt.device, count);
     return -1;
   }
-  CU(cu.DeviceGet(&S.dev, opt.device));
-  cu.DeviceGetName(name, sizeof(name), S.dev);
-  CU(cu.PrimaryCtxRetain(&S.ctx, S.dev));
+  CU(cu.cuDeviceGet(&S.dev, opt.device));
+  cu.cuDeviceGetName(name, sizeof(name), S.dev);
+  CU(cu.cuDevicePrimaryCtxRetain(&S.ctx, S.dev));
   S.ctx_retained = 1;
-  CU(cu.CtxSetCurrent(S.ctx));
-  CU(cu.ModuleLoadData(&S.mod, uvcuda_test_kernels_ptx));
-  CU(cu.ModuleGetFunction(&S.fn_add, S.mod, "uvcuda_add_u32"));
-  CU(cu.ModuleGetFunction(&S.fn_sum, S.mod, "uvcuda_checksum_u8"));
-  CU(cu.ModuleGetFunction(&S.fn_sleep, S.mod, "uvcuda_sleep_ns"));
+  CU(cu.cuCtxSetCurrent(S.ctx));
+  CU(cu.cuModuleLoadData(&S.mod, uvcuda_test_kernels_ptx));
+  CU(cu.cuModuleGetFunction(&S.fn_add, S.mod, "uvcuda_add_u32"));
+  CU(cu.cuModuleGetFunction(&S.fn_sum, S.mod, "uvcuda_checksum_u8"));
+  CU(cu.cuModuleGetFunction(&S.fn_sleep, S.mod, "uvcuda_sleep_ns"));
 
   S.streams = calloc((size_t)opt.streams, sizeof(CUstream));
   S.tp_free = calloc((size_t)opt.streams, sizeof(CUstream));
   if (!S.streams || !S.tp_free) return -1;
   for (i = 0; i < opt.streams; i++) {
-    CU(cu.StreamCreate(&S.streams[i], CU_STREAM_NON_BLOCKING));
+    CU(cu.cuStreamCreate(&S.streams[i], CU_STREAM_NON_BLOCKING));
     S.nstreams++;
     S.tp_free[S.tp_nfree++] = S.streams[i];
   }
@@ -1222,9 +1169,9 @@ static int gpu_setup(void) {
     q_init(&S.free_slots[cls]);
     q_init(&S.waiters[cls]);
     if (S.cls_count[cls] == 0) continue;
-    CU(cu.MemHostAlloc(&h, stride * (size_t)S.cls_count[cls], 0));
+    CU(cu.cuMemHostAlloc(&h, stride * (size_t)S.cls_count[cls], 0));
     S.hmem[cls] = h;
-    CU(cu.MemAlloc(&S.dmem[cls], stride * (size_t)S.cls_count[cls]));
+    CU(cu.cuMemAlloc(&S.dmem[cls], stride * (size_t)S.cls_count[cls]));
     for (i = 0; i < S.cls_count[cls]; i++, k++) {
       slot_t *s = &S.slots[k];
       s->cls = cls;
@@ -1251,15 +1198,15 @@ static int gpu_setup(void) {
 static void gpu_cleanup(void) {
   int i;
   for (i = 0; i < S.nstreams; i++) {
-    cu.StreamSynchronize(S.streams[i]);
-    cu.StreamDestroy(S.streams[i]);
+    cu.cuStreamSynchronize(S.streams[i]);
+    cu.cuStreamDestroy(S.streams[i]);
   }
   for (i = 0; i < NCLS; i++) {
-    if (S.dmem[i]) cu.MemFree(S.dmem[i]);
-    if (S.hmem[i]) cu.MemFreeHost(S.hmem[i]);
+    if (S.dmem[i]) cu.cuMemFree(S.dmem[i]);
+    if (S.hmem[i]) cu.cuMemFreeHost(S.hmem[i]);
   }
-  if (S.mod) cu.ModuleUnload(S.mod);
-  if (S.ctx_retained) cu.PrimaryCtxRelease(S.dev);
+  if (S.mod) cu.cuModuleUnload(S.mod);
+  if (S.ctx_retained) cu.cuDevicePrimaryCtxRelease(S.dev);
   free(S.streams);
   free(S.tp_free);
   free(S.slots);

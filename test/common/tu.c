@@ -1,5 +1,7 @@
 #include "tu.h"
 
+#include "fixture.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,52 +11,18 @@
 
 extern const char uvcuda_test_kernels_ptx[];
 
-struct tu_drv tu;
+drvtab_t tu;
 CUcontext tu_ctx;
 CUfunction tu_fn_sleep, tu_fn_fault, tu_fn_add, tu_fn_checksum;
 static CUmodule module;
 static CUdevice device;
 static int simulated;
 
-#define SYM(name, ver)                                                   \
-  do {                                                                   \
-    void *p_;                                                            \
-    if (uvcuda_driver_symbol(#name, ver, &p_) != 0) {                    \
-      fprintf(stderr, "tu: missing %s\n", #name);                        \
-      return 1;                                                          \
-    }                                                                    \
-    memcpy(&tu.name, &p_, sizeof(p_));                                   \
-  } while (0)
-
 static int resolve(void) {
-  SYM(cuDeviceGet, 2000);
-  SYM(cuDeviceGetCount, 2000);
-  SYM(cuDevicePrimaryCtxRetain, 7000);
-  SYM(cuDevicePrimaryCtxRelease, 11000);
-  SYM(cuCtxSetCurrent, 4000);
-  SYM(cuCtxGetCurrent, 4000);
-  SYM(cuStreamCreate, 2000);
-  SYM(cuStreamDestroy, 4000);
-  SYM(cuStreamSynchronize, 2000);
-  SYM(cuStreamQuery, 2000);
-  SYM(cuStreamWaitValue32, 11070);
-  SYM(cuStreamBeginCapture, 10010);
-  SYM(cuStreamEndCapture, 10000);
-  SYM(cuStreamIsCapturing, 10000);
-  SYM(cuGraphDestroy, 10000);
-  SYM(cuMemAlloc, 3020);
-  SYM(cuMemFree, 3020);
-  SYM(cuMemHostAlloc, 2020);
-  SYM(cuMemFreeHost, 2000);
-  SYM(cuMemHostGetDevicePointer, 3020);
-  SYM(cuMemcpyHtoDAsync, 3020);
-  SYM(cuMemcpyDtoHAsync, 3020);
-  SYM(cuMemsetD32Async, 3020);
-  SYM(cuModuleLoadData, 2000);
-  SYM(cuModuleGetFunction, 2000);
-  SYM(cuModuleUnload, 2000);
-  SYM(cuLaunchKernel, 4000);
-  return 0;
+  drvtab_miss_t miss;
+  if (drvtab_resolve(&tu, &miss) == 0) return 0;
+  fprintf(stderr, "tu: missing %s\n", miss.name);
+  return 1;
 }
 
 int tu_setup(int want_real) {
@@ -103,10 +71,12 @@ int tu_is_simulated(void) { return simulated; }
 CUstream tu_stream(void) {
   CUstream s = NULL;
   TU_CU(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  tu_fx_note_stream(s, 1);
   return s;
 }
 
 void tu_stream_destroy(CUstream s) {
+  tu_fx_note_stream(s, 0);
   tu.cuStreamSynchronize(s);
   tu.cuStreamDestroy(s);
 }
@@ -125,6 +95,7 @@ void tu_gate_init(tu_gate_t *g) {
   TU_CU(tu.cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
   g->host = p;
   *g->host = 0;
+  tu_fx_note_gate(g->host, 1);
   TU_CU(tu.cuMemHostGetDevicePointer(&g->dptr, p, 0));
 }
 
@@ -136,50 +107,12 @@ void tu_gate_hold(tu_gate_t *g, CUstream s) {
 void tu_gate_open(tu_gate_t *g) { __atomic_store_n(g->host, 1, __ATOMIC_RELEASE); }
 
 void tu_gate_free(tu_gate_t *g) {
+  if (g->host) tu_fx_note_gate(g->host, 0);
   if (g->host) tu.cuMemFreeHost(g->host);
   g->host = NULL;
 }
 
 uint64_t tu_now_ns(void) { return uv_hrtime(); }
-
-static void on_watchdog(uv_timer_t *t) {
-  int *fired = t->data;
-  *fired = 1;
-  uv_stop(t->loop);
-}
-
-double tu_run(uv_loop_t *loop, int timeout_ms) {
-  uv_timer_t wd;
-  int fired = 0;
-  uint64_t t0 = uv_hrtime();
-  uv_timer_init(loop, &wd);
-  wd.data = &fired;
-  uv_timer_start(&wd, on_watchdog, (uint64_t)timeout_ms, 0);
-  uv_unref((uv_handle_t *)&wd);
-  uv_run(loop, UV_RUN_DEFAULT);
-  uv_close((uv_handle_t *)&wd, NULL);
-  uv_run(loop, UV_RUN_NOWAIT);
-  if (fired) fail_msg("loop still running after %d ms", timeout_ms);
-  return (double)(uv_hrtime() - t0) / 1e6;
-}
-
-int tu_run_until(uv_loop_t *loop, volatile int *flag, int timeout_ms) {
-  uint64_t end = uv_hrtime() + (uint64_t)timeout_ms * 1000000u;
-  while (!*flag) {
-    if (uv_hrtime() > end) return -1;
-    uv_run(loop, UV_RUN_NOWAIT);
-  }
-  return 0;
-}
-
-static void on_ul_closed(uvcuda_loop_t *ul) { *(int *)ul->data = 1; }
-
-void tu_loop_close(uv_loop_t *loop, uvcuda_loop_t *ul) {
-  int closed = 0;
-  ul->data = &closed;
-  TU_OK(uvcuda_loop_close(ul, on_ul_closed));
-  if (tu_run_until(loop, &closed, 5000) != 0) fail_msg("uvcuda_loop_close never finished");
-}
 
 int tu_in_child(int (*fn)(void *), void *arg) {
   int st;

@@ -1,6 +1,7 @@
 /* Test utilities shared by the sim and gpu suites: the driver calls tests
  * make beyond uvcuda's own (resolved through uvcuda_driver_symbol, like a
- * user would), test kernels, and a loop runner with a watchdog. */
+ * user would), test kernels, streams and gates (tu.c), and the loop
+ * runners with a watchdog (run.c). The per-case fixture: fixture.h. */
 #ifndef UVCUDA_TU_H
 #define UVCUDA_TU_H
 
@@ -14,39 +15,11 @@
 #include <cudaTypedefs.h>
 #include <uv.h>
 
+#include "drvtab.h"
 #include "uvcuda.h"
 
-struct tu_drv {
-  PFN_cuDeviceGet_v2000 cuDeviceGet;
-  PFN_cuDeviceGetCount_v2000 cuDeviceGetCount;
-  PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
-  PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease;
-  PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
-  PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
-  PFN_cuStreamCreate_v2000 cuStreamCreate;
-  PFN_cuStreamDestroy_v4000 cuStreamDestroy;
-  PFN_cuStreamSynchronize_v2000 cuStreamSynchronize;
-  PFN_cuStreamQuery_v2000 cuStreamQuery;
-  PFN_cuStreamWaitValue32_v11070 cuStreamWaitValue32;
-  PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture;
-  PFN_cuStreamEndCapture_v10000 cuStreamEndCapture;
-  PFN_cuStreamIsCapturing_v10000 cuStreamIsCapturing;
-  PFN_cuGraphDestroy_v10000 cuGraphDestroy;
-  PFN_cuMemAlloc_v3020 cuMemAlloc;
-  PFN_cuMemFree_v3020 cuMemFree;
-  PFN_cuMemHostAlloc_v2020 cuMemHostAlloc;
-  PFN_cuMemFreeHost_v2000 cuMemFreeHost;
-  PFN_cuMemHostGetDevicePointer_v3020 cuMemHostGetDevicePointer;
-  PFN_cuMemcpyHtoDAsync_v3020 cuMemcpyHtoDAsync;
-  PFN_cuMemcpyDtoHAsync_v3020 cuMemcpyDtoHAsync;
-  PFN_cuMemsetD32Async_v3020 cuMemsetD32Async;
-  PFN_cuModuleLoadData_v2000 cuModuleLoadData;
-  PFN_cuModuleGetFunction_v2000 cuModuleGetFunction;
-  PFN_cuModuleUnload_v2000 cuModuleUnload;
-  PFN_cuLaunchKernel_v4000 cuLaunchKernel;
-};
-
-extern struct tu_drv tu;
+/* The driver entry points tests call (drvtab.h), resolved by tu_setup. */
+extern drvtab_t tu;
 extern CUcontext tu_ctx;
 extern CUfunction tu_fn_sleep, tu_fn_fault, tu_fn_add, tu_fn_checksum;
 
@@ -76,6 +49,8 @@ void tu_gate_free(tu_gate_t *g);
 /* uv_run(DEFAULT) with an unref'd watchdog: fails the test if the loop is
  * still running after timeout_ms. Returns the elapsed ms. */
 double tu_run(uv_loop_t *loop, int timeout_ms);
+/* The same without cmocka (forked children): 0, or -1 if it timed out. */
+int tu_run_bounded(uv_loop_t *loop, int timeout_ms);
 /* Runs UV_RUN_ONCE/NOWAIT passes until *flag != 0 or timeout. */
 int tu_run_until(uv_loop_t *loop, volatile int *flag, int timeout_ms);
 

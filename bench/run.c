@@ -1,0 +1,253 @@
+/* A run: one method on one fresh loop, and its measurement (warm-up, then
+ * timed samples into a row). The method itself is behind method_ops_t, one
+ * file per kind. Also the workloads and the table of methods. */
+#include "bench.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- workloads ---------------------------------------------------------- */
+
+const workload_t WL[W_COUNT] = {
+    {"memset4", 1, 0, 0},
+    {"empty", 0, 0, 0},
+    {"kernel-5us", 0, 5 * US, 5},
+    {"kernel-20us", 0, 20 * US, 20},
+    {"kernel-50us", 0, 50 * US, 50},
+    {"kernel-200us", 0, 200 * US, 200},
+    {"kernel-2ms", 0, 2 * MS, 2000},
+};
+
+CUresult enqueue_work(const workload_t *w, CUstream s) {
+  uint64_t ns = w->ns;
+  void *args[] = {&ns};
+  if (w->memset)
+    return bench.cu.cuMemsetD32Async(bench.dword, 0x5a5a5a5au, 1, s);
+  return bench.cu.cuLaunchKernel(bench.fn_sleep, 1, 1, 1, 1, 1, 1, 0, s, args,
+                                 NULL);
+}
+
+/* The next sequence number, then (timed from *t0) the work and the
+ * number's write to the host-pinned flag at d: memop-spin and flag-thread. */
+CUresult enqueue_flagged(run_t *r, uint32_t *seq, CUdeviceptr d,
+                         uint64_t *t0) {
+  CUresult q;
+  if (++*seq == 0) *seq = 1;
+  *t0 = uv_hrtime();
+  if ((q = enqueue_work(r->wl, r->stream)) != CUDA_SUCCESS) return q;
+  return bench.cu.cuStreamWriteValue32(r->stream, d, *seq, 0);
+}
+
+/* ---- methods ------------------------------------------------------------ */
+
+const method_t METHODS[M_COUNT] = {
+    {"raw-spin", &raw_spin_ops, 0},
+    {"memop-spin", &memop_spin_ops, 0},
+    {"hostfn-async", &hostfn_async_ops, 0},
+    {"threadpool", &threadpool_ops, 0},
+    {"flag-thread", &flag_thread_ops, 0},
+    {"uvcuda-auto", &uvcuda_ops, UVCUDA_COMPLETION_AUTO},
+    {"uvcuda-reactor", &uvcuda_ops, UVCUDA_COMPLETION_REACTOR},
+    {"uvcuda-hostfn", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN},
+    {"uvcuda-poll", &uvcuda_ops, UVCUDA_COMPLETION_POLL},
+    {"uvcuda-hostfn-spin", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN_SPIN},
+    {"uvcuda-hostfn-block", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN_BLOCK},
+};
+
+/* ---- waiting on the loop ------------------------------------------------ */
+
+void on_tick(uv_timer_t *t) { (void)t; }
+
+/* Runs the loop until *flag is set; -1 on timeout. The tick timer makes
+ * each blocking pass return within 50 ms. */
+int wait_flag(uv_loop_t *loop, volatile int *flag, uint64_t timeout_ns) {
+  uint64_t end = uv_hrtime() + timeout_ns;
+  while (!*flag) {
+    uv_run(loop, UV_RUN_ONCE);
+    if (*flag) break;
+    if (uv_hrtime() > end) return -1;
+  }
+  return 0;
+}
+
+int wait_count(uv_loop_t *loop, volatile int *count, int want,
+               uint64_t timeout_ns) {
+  uint64_t end = uv_hrtime() + timeout_ns;
+  unsigned k = 0;
+  while (*count < want) {
+    uv_run(loop, UV_RUN_ONCE);
+    if ((++k & 255) == 0) beat();
+    if (*count >= want) break;
+    if (uv_hrtime() > end) return -1;
+  }
+  return 0;
+}
+
+/* ---- a run -------------------------------------------------------------- */
+
+run_t *run_new(const method_t *m, CUstream s, const workload_t *wl,
+               int spin_budget_us) {
+  run_t *r = calloc(1, m->ops->size);
+  if (r == NULL) return NULL;
+  r->m = m;
+  r->stream = s;
+  r->wl = wl;
+  r->spin_budget_us = spin_budget_us;
+  r->timeout_ns = 5 * SEC + 4 * wl->ns;
+  return r;
+}
+
+/* 0, 1: skipped (r->err says why), -1: failed. */
+int run_open(run_t *r) {
+  r->loop = malloc(sizeof(*r->loop));
+  if (r->loop == NULL || uv_loop_init(r->loop) != 0) {
+    free(r->loop);
+    r->loop = NULL;
+    snprintf(r->err, sizeof(r->err), "uv_loop_init failed");
+    return -1;
+  }
+  uv_timer_init(r->loop, &r->tick);
+  uv_timer_start(&r->tick, on_tick, 50, 50);
+  return r->m->ops->open ? r->m->ops->open(r) : 0;
+}
+
+/* Not timed: the stream is idle (bounded wait: -1 if it is not), stray
+ * wakeups of the last sample are handled. */
+int run_prep(run_t *r) {
+  if (bench.cu.cuStreamQuery(r->stream) != CUDA_SUCCESS &&
+      drain_streams(&r->stream, 1, r->timeout_ns) != 0) {
+    snprintf(r->err, sizeof(r->err), "the stream did not go idle");
+    return -1;
+  }
+  if (r->loop) uv_run(r->loop, UV_RUN_NOWAIT);
+  r->done = 0;
+  r->status = 0;
+  if (r->m->ops->prep) r->m->ops->prep(r);
+  return 0;
+}
+
+/* One timed sample: 0, -1 timeout, -2 error (r->err). */
+int run_sample(run_t *r, uint64_t *lat_ns) {
+  uint64_t t0 = 0;
+  int rc = r->m->ops->sample(r, &t0);
+  if (rc) return rc;
+  *lat_ns = r->t1 - t0;
+  return 0;
+}
+
+void run_post(run_t *r) {
+  if (r->m->ops->post) r->m->ops->post(r);
+}
+
+void run_close(run_t *r) {
+  uint64_t end;
+  int rc;
+
+  if (r->m->ops->stop) r->m->ops->stop(r);
+  if (r->abandon || r->loop == NULL) return; /* leaked on purpose */
+  if (r->m->ops->close && r->m->ops->close(r) != 0) goto leak;
+  uv_close((uv_handle_t *)&r->tick, NULL);
+  end = uv_hrtime() + 5 * SEC;
+  while (uv_loop_alive(r->loop) && uv_hrtime() < end)
+    uv_run(r->loop, UV_RUN_NOWAIT);
+  uv_run(r->loop, UV_RUN_NOWAIT);
+  rc = uv_loop_close(r->loop);
+  if (rc != 0) {
+    printf("  uv_loop_close: %s (a handle is still open)\n", uv_err_name(rc));
+    bench.errors++;
+    goto leak;
+  }
+  free(r->loop);
+  r->loop = NULL;
+  return;
+leak:
+  r->abandon = 1;
+}
+
+void paths_str(char *buf, size_t n, const run_t *r) {
+  if (!r->have_stats) {
+    snprintf(buf, n, "-");
+    return;
+  }
+  snprintf(buf, n, "spin=%" PRIu64 " reactor=%" PRIu64 " hostfn=%" PRIu64
+                   " poll=%" PRIu64 "%s",
+           r->stats.completed_spin, r->stats.completed_reactor,
+           r->stats.completed_hostfn, r->stats.completed_poll,
+           r->stats.fallbacks ? " (fell back to host functions)" : "");
+}
+
+/* ---- measuring ---------------------------------------------------------- */
+
+/* Warm-up, then n timed samples into row w. Returns 0, or -1 when the
+ * run failed or timed out (then r->abandon says whether to leak). */
+int measure(run_t *r, int warmup, int n, row_t *w) {
+  size_t sz = sizeof(double) * (size_t)(n > 0 ? n : 1);
+  double *lat = malloc(sz);
+  double *ph = r->timing ? malloc(3 * sz) : NULL;
+  double thr = 0, proc = 0;
+  uint64_t ns = 0;
+  cpu_t c0, c1;
+  int i, k = 0, rc = 0;
+
+  if (lat == NULL) return -1;
+  for (i = 0; i < warmup + n; i++) {
+    if (past_deadline()) {
+      row_note(w, "truncated by the section deadline");
+      break;
+    }
+    if ((rc = run_prep(r)) == 0) {
+      cpu_begin(&c0);
+      rc = run_sample(r, &ns);
+      cpu_end(&c1);
+      if (rc == -1)
+        snprintf(r->err, sizeof(r->err), "TIMEOUT: no completion after %.1f s",
+                 (double)r->timeout_ns / 1e9);
+    }
+    if (rc == -1) {
+      r->abandon = 1;
+      bench.timeouts++;
+    }
+    if (rc) {
+      row_note(w, "error: %s", r->err);
+      if (bench.sim) bench.errors++; /* the simulation never fails */
+      break;
+    }
+    run_post(r);
+    beat();
+    if (bench.opt.gap_us > 0) { /* the GPU idles this long before the next */
+      uint64_t t_end = uv_hrtime() + (uint64_t)bench.opt.gap_us * 1000u;
+      while (uv_hrtime() < t_end) {}
+    }
+    if (i >= warmup) {
+      uvcuda_timing_t t;
+      if (ph && uvcuda_run_timing(r, &t) == 0 && t.seen_ns) {
+        ph[k] = (double)(t.enqueued_ns - t.start_ns) / 1e3;
+        ph[n + k] = (double)(t.seen_ns - t.start_ns) / 1e3;
+        ph[2 * n + k] = (double)(t.callback_ns - t.seen_ns) / 1e3;
+      } else if (ph) {
+        free(ph); /* incomplete: no phases for this row */
+        ph = NULL;
+      }
+      lat[k++] = (double)ns / 1e3;
+      thr += c1.thr - c0.thr;
+      proc += c1.proc - c0.proc;
+    }
+  }
+  if (ph && k > 0) {
+    w->ph_enq = median_of(ph, k);
+    w->ph_seen = median_of(ph + n, k);
+    w->ph_deliver = median_of(ph + 2 * n, k);
+    row_extra(w, "enqueued_p50=%.2f;seen_p50=%.2f;seen_to_callback_p50=%.2f",
+              w->ph_enq, w->ph_seen, w->ph_deliver);
+  }
+  free(ph);
+  row_stats(w, lat, k);
+  if (k > 0) {
+    w->loop_cpu = thr / k;
+    w->proc_cpu = proc / k;
+  }
+  free(lat);
+  return rc ? -1 : 0;
+}

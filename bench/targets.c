@@ -1,0 +1,131 @@
+/* The targets: each goal against what this run measured, met or missed
+ * by how much (see README.md). */
+#include "bench.h"
+
+#include <math.h>
+
+static void target_line(const char *what, double value, double goal,
+                        const char *unit, const char *note) {
+  char v[32];
+  printf("  %-52s %10s %s  goal <= %g %s  ", what, fmt_num(v, sizeof(v), value, 2),
+         unit, goal, unit);
+  if (isnan(value)) printf("not measured");
+  else if (value <= goal) printf("met");
+  else printf("missed by %.2f %s", value - goal, unit);
+  if (note && note[0]) printf("  (%s)", note);
+  printf("\n");
+}
+
+static double diff_rows(const row_t *a, const row_t *b, int p99) {
+  if (a == NULL || b == NULL || a->n == 0 || b->n == 0) return NAN;
+  return p99 ? a->p99 - b->p99 : a->p50 - b->p50;
+}
+
+/* Target line: auto's p50 rise from N=1 to a's N, less the rise of the
+ * baseline `base` measured in the same state. */
+static void scaling_overhead_line(const row_t *a, const row_t *b,
+                                  const char *base) {
+  const row_t *ra = a ? row_find("scaling", base, "empty", a->param) : NULL;
+  const row_t *rb = row_find("scaling", base, "empty", 1);
+  double oa = diff_rows(a, ra, 0), ob = diff_rows(b, rb, 0);
+  char what[96], note[240];
+  snprintf(what, sizeof(what), "scaling: uvcuda-auto over %s, N=100000 - N=1",
+           base);
+  snprintf(note, sizeof(note), "p50 over %s in the same state: %.1f us at "
+           "N=%.0f, %.1f us at N=1; %s itself %.1f -> %.1f us", base, oa,
+           a ? a->param : NAN, ob, base, rb && rb->n ? rb->p50 : NAN,
+           ra && ra->n ? ra->p50 : NAN);
+  target_line(what, oa - ob, 2, "us", note);
+}
+
+void targets(void) {
+  static const int full[] = {100000, 30000, 10000};
+  const row_t *a, *b;
+  char what[96], note[128];
+  double v;
+  int i;
+
+  section_header("targets, from this run", NULL);
+  for (i = W_MEMSET; i <= W_EMPTY; i++) {
+    a = row_find("latency", "uvcuda-auto", WL[i].name, NAN);
+    b = row_find("latency", "raw-spin", WL[i].name, NAN);
+    snprintf(what, sizeof(what), "%s: uvcuda-auto p50 - raw-spin p50", WL[i].name);
+    target_line(what, diff_rows(a, b, 0), 0.5, "us", NULL);
+  }
+  a = row_find("latency", "uvcuda-auto", "kernel-200us", NAN);
+  b = row_find("latency", "raw-spin", "kernel-200us", NAN);
+  target_line("kernel-200us: uvcuda-auto p50 - raw-spin p50", diff_rows(a, b, 0),
+              5, "us", NULL);
+  target_line("kernel-200us: uvcuda-auto p99 - raw-spin p99", diff_rows(a, b, 1),
+              60, "us", NULL);
+  {
+    /* The loop sleeps while it waits, so it pays one wakeup that the raw
+     * spin never does: what is left above that floor is ours. */
+    const row_t *wk = row_find("wake", "async-wake", "none", 0);
+    v = diff_rows(a, b, 0);
+    if (wk && wk->n && !isnan(v)) v -= wk->p50;
+    else v = NAN;
+    snprintf(note, sizeof(note), "the same, less the p50 of waking a sleeping "
+             "loop thread (section wake: %.1f us)", wk && wk->n ? wk->p50 : NAN);
+    target_line("kernel-200us: p50 overhead beyond the wake floor", v, 5, "us",
+                note);
+  }
+
+  /* At N=100000; where that was blocked, at 10000, said so. */
+  b = row_find("scaling", "uvcuda-auto", "empty", 1);
+  a = NULL;
+  note[0] = 0;
+  for (i = 0; i < 3 && a == NULL; i++) {
+    a = row_find("scaling", "uvcuda-auto", "empty", full[i]);
+    if (a && a->n == 0) a = NULL;
+  }
+  if (a && a->param != 100000)
+    snprintf(note, sizeof(note), "N=100000 not measured: this is N=%.0f",
+             a->param);
+  target_line("scaling: uvcuda-auto p50 at N=100000 - at N=1", diff_rows(a, b, 0),
+              2, "us", note);
+  /* The GPU itself slows under the hold: against a spin measured in the
+   * same state at each N, what is left is uvcuda's own cost. raw-spin
+   * waits on the stream; memop-spin on a flag written by the stream, as
+   * uvcuda's counters are. */
+  scaling_overhead_line(a, b, "raw-spin");
+  scaling_overhead_line(a, b, "memop-spin");
+  /* uvcuda_future_timing: the library's own part of the latency, from the
+   * moment the completion was seen to the callback. */
+  v = (a && b) ? a->ph_deliver - b->ph_deliver : NAN;
+  snprintf(note, sizeof(note), "p50 %.2f us at N=1, %.2f us at N=%.0f; "
+           "start -> seen %.1f -> %.1f us", b ? b->ph_deliver : NAN,
+           a ? a->ph_deliver : NAN, a ? a->param : NAN, b ? b->ph_seen : NAN,
+           a ? a->ph_seen : NAN);
+  target_line("scaling: uvcuda-auto seen -> callback, N=100000 - N=1", v, 2,
+              "us", note);
+
+  a = row_find("throughput", "uvcuda-auto", "empty", NFLIGHT);
+  b = row_find("throughput", "raw-launch", "empty", NFLIGHT);
+  v = NAN;
+  note[0] = 0;
+  if (a && b && a->n && b->n) {
+    v = a->proc_cpu - b->proc_cpu;
+    snprintf(note, sizeof(note), "process CPU per completion %.2f us, of "
+             "which the launches alone %.2f us", a->proc_cpu, b->proc_cpu);
+  }
+  target_line("10k in flight: uvcuda-auto CPU per completion", v, 1, "us", note);
+  a = row_find("throughput", "uvcuda-auto", "empty", NFLIGHT);
+  b = row_find("throughput", "raw-launch+memop", "empty", NFLIGHT);
+  v = (a && b && a->n && b->n) ? a->proc_cpu - b->proc_cpu : NAN;
+  snprintf(note, sizeof(note), "the same, less the driver's cost of one "
+           "stream memory write per future (raw-launch+memop)");
+  target_line("10k in flight: uvcuda-auto CPU beyond launch+marker", v, 1, "us",
+              note);
+
+  a = row_find("idle", "uvcuda-auto", "nothing-armed", NAN);
+  v = a && a->n ? a->reactor_cpu : NAN;
+  snprintf(note, sizeof(note), "the reactor thread's own CPU clock");
+  target_line("idle reactor CPU, nothing armed", v, 0, "us/s", note);
+  b = row_find("idle", "no-loop", "nothing", NAN);
+  v = (a && b && a->n && b->n) ? a->proc_cpu - b->proc_cpu : NAN;
+  snprintf(note, sizeof(note), "whole process, driver threads included: "
+           "noise, shown for reference");
+  printf("  %-52s %10.2f us/s  (%s)\n", "idle process CPU, nothing armed, over no-loop",
+         v, note);
+}
