@@ -36,6 +36,14 @@
  * after all this: destroy CUDA objects there, not in a release that runs
  * with UVCUDA_ECANCELED, because the loop context may still query a stream
  * while it closes.
+ *
+ * Unloading: Node dlclose()s an addon once the last worker that loaded it
+ * ends (nodejs/node#25577) while uvcuda's threads and CUDA host functions
+ * may still run its code. The helper's first call in a process keeps the
+ * shared object it is compiled into resident (dlopen of itself with
+ * RTLD_NODELETE, as -Wl,-z,nodelete would), so threads and host functions
+ * of your addon stay safe too; it is never unloaded before the process
+ * exits.
  */
 #ifndef UVCUDA_NAPI_H
 #define UVCUDA_NAPI_H

@@ -10,9 +10,12 @@
  * with UVCUDA_ECANCELED (release only, no JS) -> close_cb frees each ->
  * the last one closes the loop context -> its close_cb removes the hook,
  * which lets Node go on tearing the env down. */
+#define _GNU_SOURCE 1 /* dladdr, RTLD_NODELETE */
 #include "uvcuda/napi.h"
 
 #include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +134,38 @@ napi_status uvcuda_napi_throw(napi_env env, int err) {
   return napi_pending_exception;
 }
 
+/* ---- residency --------------------------------------------------------- */
+
+/* Node dlclose()s an addon that only worker threads loaded once the last of
+ * them ends (nodejs/node#25577). This code may still run after that, on
+ * threads the envs neither own nor can join then: CUDA host functions that
+ * uvcuda enqueued run on the driver's thread whenever the GPU gets to them
+ * (a terminated worker's cancelled work may still be queued, and a closed
+ * loop's tickets run and free themselves), and the addon's process-wide
+ * threads (uvcuda's reactor, bindings/node's reaper) are shared by every
+ * env. Joining our own threads in the last env's cleanup would leave the
+ * driver's thread out and make a worker's exit wait for the device. So the
+ * shared object holding this helper keeps itself resident, on the first
+ * helper call of the process (before any thread or host function of it
+ * exists): it dlopen()s itself again with RTLD_NOLOAD | RTLD_NODELETE, what
+ * -Wl,-z,nodelete does at link time, but holding as well for any addon that
+ * compiles this helper in and links without that flag. Node's dlclose then
+ * leaves it mapped until the process exits, threads and state included; a
+ * later worker's require gets this same copy. Cost: the addon's pages stay
+ * mapped once its last worker ended. */
+static pthread_once_t resident_once = PTHREAD_ONCE_INIT;
+
+static void make_resident(void) {
+  Dl_info info;
+  /* Any address inside this shared object names it. */
+  if (dladdr(&resident_once, &info) == 0 || info.dli_fname == NULL) return;
+  /* The handle is never closed: that reference, too, keeps it. */
+  if (dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) == NULL)
+    fprintf(stderr, "uvcuda: cannot keep %s loaded (%s): unloading it while "
+                    "GPU work is in flight may crash\n",
+            info.dli_fname, dlerror());
+}
+
 /* ---- per-env state ----------------------------------------------------- */
 
 static void state_finalize(napi_env env, void *data, void *hint) {
@@ -153,6 +188,7 @@ static napi_status state_get(napi_env env, struct napi_state **out) {
   napi_status s;
 
   if (env == NULL || out == NULL) return napi_invalid_arg;
+  pthread_once(&resident_once, make_resident);
   if ((s = napi_get_instance_data(env, &p)) != napi_ok) return s;
   if (p != NULL) {
     st = p;
