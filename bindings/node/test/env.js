@@ -42,7 +42,10 @@ function probe() {
   }
 }
 
-const driver = probe();
+// Probed once per test run: children and workers of the tests inherit it.
+const driver = process.env.UVCUDA_TEST_DRIVER_PROBE
+  ? JSON.parse(process.env.UVCUDA_TEST_DRIVER_PROBE) : probe();
+process.env.UVCUDA_TEST_DRIVER_PROBE = JSON.stringify(driver);
 const simHint = 'set UVCUDA_LIBCUDA to uvcuda\'s simulated driver (libsimcuda.so)';
 const driverSkip = driver.ok ? false : `no loadable CUDA driver (${driver.why}); ${simHint}`;
 const simSkip = !driver.ok ? driverSkip
