@@ -14,9 +14,12 @@
  *
  * Build: compile this helper's implementation (bindings/node/src/uvcuda_napi.c)
  * and the C files under uvcuda's lib/ INTO your addon, against Node's headers
- * (its uv.h), with -DNAPI_VERSION=8 (or higher) and hidden visibility. Do not link the
- * system libuv: the uv_* symbols resolve from the node binary, which is the
- * libuv that runs your env's loop. See docs/guide-node.md.
+ * (its uv.h), with -DNAPI_VERSION=8 (or higher) and hidden visibility. Do not
+ * link the system libuv: the uv_* symbols resolve from the node binary, which
+ * is the libuv that runs your env's loop. node-gyp: depend on the target
+ * uvcuda_napi of require('uvcuda').targets, headers in
+ * require('uvcuda').include_dir; Meson: dependency('uvcuda-napi') of uvcuda
+ * as a subproject. See docs/guide-node.md and examples/node-addon/.
  *
  * Threads: call every function here from the JS thread of `env`.
  *
