@@ -40,6 +40,25 @@ meson test -C "$build" -v --print-errorlogs --num-processes 2
 test/consumers/ci.sh "$build"
 # ----------------------------------------------------------------------------
 
+# ---- Node.js npm package (bindings/node/ci.sh, owned with bindings/node):
+# prebuild + npm pack, install with no compiler on PATH (require/import),
+# install --build-from-source + the package's npm test on the simulated
+# driver, the sample addon (node-gyp and Meson). Runs where the Node addon
+# is built (node, npm and Node's headers present); tools come from the npm
+# registry, pinned in bindings/node/package-lock.json.
+if [ "$napi" = enabled ] && command -v npm >/dev/null; then
+  node_need=()
+  command -v python3 >/dev/null || node_need+=(python3)
+  command -v make >/dev/null || node_need+=(make)
+  command -v g++ >/dev/null || node_need+=(g++) # node-gyp links with $CXX
+  if ((${#node_need[@]})); then
+    apt-get update -qq
+    apt-get install -y -qq "${node_need[@]}" >/dev/null
+  fi
+  UVCUDA_LIBCUDA="$(readlink -f "$build")/test/sim/libsimcuda.so" bindings/node/ci.sh
+fi
+# ---- end of the Node.js block
+
 # The same suites under ASan+UBSan, TSan and valgrind (C tests only: the
 # Node suite runs node itself, which is not ours to instrument). The
 # lifecycle fuzzer (suite sim) runs in every pass; the short soak is left

@@ -177,6 +177,14 @@ export class Kernel {
 }
 
 export const version: string;
+
+/** For addons built on uvcuda's C API, in their binding.gyp: the directory
+ * holding uvcuda.h and uvcuda/napi.h. */
+export const include_dir: string;
+/** For addons' binding.gyp: the gyp file whose target `uvcuda_napi` (the
+ * helper and uvcuda's sources, a static library) they depend on:
+ * `"<!(node -p \"require('uvcuda').targets\"):uvcuda_napi"`. */
+export const targets: string;
 /** Loads the driver; throws UvcudaError (UVCUDA_ENODRIVER, CUDA_ERROR_NO_DEVICE, ...). */
 export function driverInfo(): DriverInfo;
 export function deviceCount(): number;

@@ -3,38 +3,41 @@
 // returns a Promise that settles on the JS thread when the GPU work is done;
 // no thread blocks on the GPU. See README.md and docs/guide-node.md.
 //
-// The addon (uvcuda.node) is built with Meson (-Dnapi=enabled). It is found
-// at $UVCUDA_NODE_ADDON, else next to this file, else in the usual build
-// directories of this repository.
+// The addon (uvcuda.node, Node-API 8: one binary for every Node version) is
+// $UVCUDA_NODE_ADDON if set; else what node-gyp-build finds: build/Release
+// (compiled at install from binding.gyp) or prebuilds/<platform>-<arch>/;
+// else, in the repository, the Meson build (-Dnapi=enabled).
 
 const fs = require('node:fs');
 const path = require('node:path');
 
-function candidates() {
-  const out = [];
-  if (process.env.UVCUDA_NODE_ADDON) out.push(process.env.UVCUDA_NODE_ADDON);
-  out.push(path.join(__dirname, 'uvcuda.node'));
-  out.push(path.join(__dirname, 'build', 'uvcuda.node'));
-  const root = path.join(__dirname, '..', '..');
-  for (const dir of ['build', 'builddir', 'build-node']) {
-    out.push(path.join(root, dir, 'bindings', 'node', 'uvcuda.node'));
-  }
-  return out;
-}
+// For addons that use uvcuda's C API (include/uvcuda/napi.h), in their
+// binding.gyp: the headers, and the gyp file of the static library.
+const root = fs.existsSync(path.join(__dirname, 'deps', 'uvcuda', 'include'))
+  ? path.join(__dirname, 'deps', 'uvcuda')   // the npm package
+  : path.join(__dirname, '..', '..');        // the repository
+const include_dir = path.join(root, 'include');
+const targets = path.join(__dirname, 'uvcuda.gyp');
 
 function load() {
-  const tried = [];
-  for (const file of candidates()) {
-    if (!fs.existsSync(file)) {
-      tried.push(file);
-      continue;
-    }
-    return require(file);
+  if (process.env.UVCUDA_NODE_ADDON) return require(process.env.UVCUDA_NODE_ADDON);
+  let cause;
+  try {
+    return require('node-gyp-build')(__dirname);
+  } catch (e) {
+    cause = e;
+  }
+  const repo = path.join(__dirname, '..', '..');
+  for (const dir of ['build', 'builddir', 'build-node']) {
+    const file = path.join(repo, dir, 'bindings', 'node', 'uvcuda.node');
+    if (fs.existsSync(file)) return require(file);
   }
   const err = new Error(
-    'uvcuda: the native addon was not found; build it with ' +
-      '`meson setup build -Dnapi=enabled && ninja -C build` or set ' +
-      'UVCUDA_NODE_ADDON. Tried:\n  ' + tried.join('\n  '));
+    `uvcuda: no native addon for ${process.platform}-${process.arch} could be loaded ` +
+      `(${cause && cause.message}). Build it from the package's sources with ` +
+      '`npm rebuild uvcuda --build-from-source` (needs python3, make and a C ' +
+      'compiler; node-gyp comes with npm), or set UVCUDA_NODE_ADDON to a built uvcuda.node.',
+    { cause });
   err.code = 'ERR_UVCUDA_NO_ADDON';
   throw err;
 }
@@ -74,6 +77,8 @@ function fence(stream, device) {
 }
 
 module.exports = {
+  include_dir,
+  targets,
   version: native.version,
   Device: native.Device,
   Stream: native.Stream,

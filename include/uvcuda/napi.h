@@ -14,9 +14,12 @@
  *
  * Build: compile this helper's implementation (bindings/node/src/uvcuda_napi.c)
  * and the C files under uvcuda's lib/ INTO your addon, against Node's headers
- * (its uv.h), with -DNAPI_VERSION=8 (or higher) and hidden visibility. Do not link the
- * system libuv: the uv_* symbols resolve from the node binary, which is the
- * libuv that runs your env's loop. See docs/guide-node.md.
+ * (its uv.h), with -DNAPI_VERSION=8 (or higher) and hidden visibility. Do not
+ * link the system libuv: the uv_* symbols resolve from the node binary, which
+ * is the libuv that runs your env's loop. node-gyp: depend on the target
+ * uvcuda_napi of require('uvcuda').targets, headers in
+ * require('uvcuda').include_dir; Meson: dependency('uvcuda-napi') of uvcuda
+ * as a subproject. See docs/guide-node.md and examples/node-addon/.
  *
  * Threads: call every function here from the JS thread of `env`.
  *
@@ -36,6 +39,14 @@
  * after all this: destroy CUDA objects there, not in a release that runs
  * with UVCUDA_ECANCELED, because the loop context may still query a stream
  * while it closes.
+ *
+ * Unloading: Node dlclose()s an addon once the last worker that loaded it
+ * ends (nodejs/node#25577) while uvcuda's threads and CUDA host functions
+ * may still run its code. The helper's first call in a process keeps the
+ * shared object it is compiled into resident (dlopen of itself with
+ * RTLD_NODELETE, as -Wl,-z,nodelete would), so threads and host functions
+ * of your addon stay safe too; it is never unloaded before the process
+ * exits.
  */
 #ifndef UVCUDA_NAPI_H
 #define UVCUDA_NAPI_H

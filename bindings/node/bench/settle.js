@@ -13,7 +13,7 @@
 // again (process.hrtime around `await`). With a kernel of D µs, the
 // "overhead" column is latency - D. CPU is process.cpuUsage() (all threads:
 // the pool thread's blocking synchronize, uvcuda's reactor thread) per
-// operation. The sleep kernel (uvcuda_sleep_ns, test/common/kernels.ptx)
+// operation. The sleep kernel (uvcuda_sleep_ns, kernels/kernels.ptx)
 // spins on %globaltimer; on the simulated driver it is a host sleep, so
 // numbers from the simulation say nothing about a GPU.
 
@@ -35,8 +35,17 @@ const iters = Number(opt('--iters', quick ? 40 : 2000));
 const uvcuda = require(path.join(__dirname, '..'));
 if (completion) uvcuda.configure({ completion });
 
-const ptxPath = process.env.UVCUDA_TEST_PTX ||
-  path.join(__dirname, '..', '..', '..', 'test', 'common', 'kernels.ptx');
+// The test kernels: $UVCUDA_TEST_PTX, else the package's copy
+// (kernels/kernels.ptx), else the repository's (test/common/kernels.ptx).
+const ptxPath = [
+  process.env.UVCUDA_TEST_PTX,
+  path.join(__dirname, '..', 'kernels', 'kernels.ptx'),
+  path.join(__dirname, '..', '..', '..', 'test', 'common', 'kernels.ptx'),
+].find((p) => p && fs.existsSync(p));
+if (!ptxPath) {
+  console.error('settle: kernels.ptx not found (set UVCUDA_TEST_PTX)');
+  process.exit(1);
+}
 
 function pct(sorted, p) {
   if (sorted.length === 0) return NaN;

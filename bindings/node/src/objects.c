@@ -173,8 +173,32 @@ static void res_settle(napi_env env, struct res *r) {
   }
 }
 
+/* At env teardown the work of cancelled promises may still be queued: the
+ * loop context waits for uvcuda's markers where the GPU writes them, not
+ * for host functions (UVCUDA_COMPLETION=hostfn). Destroying now would free
+ * memory under that work (cuMemFreeAsync on the allocation stream is not
+ * ordered after the user's streams; the simulation's cuMemFree does not
+ * wait either). So first wait for every stream of ours that goes, here on
+ * the env's own thread, which is being torn down anyway: a worker ends when
+ * its GPU work ends, whatever the completion strategy. Foreign streams
+ * (Stream.fromHandle) are their owner's to wait for. */
+static void sync_grave_streams(struct addon_env *ae) {
+  struct res *r;
+  struct stream_res *s;
+  CUcontext prev;
+  for (r = ae->grave; r; r = r->grave_next) {
+    if (r->kind != RES_STREAM || r->dev == NULL) continue;
+    s = (struct stream_res *)r;
+    if (!s->owned) continue;
+    prev = ctx_push(r->dev);
+    cu.cuStreamSynchronize(s->stream); /* a fault's error changes nothing */
+    ctx_pop(prev, r->dev);
+  }
+}
+
 void addon_env_free_grave(struct addon_env *ae) {
   struct res *r;
+  sync_grave_streams(ae);
   /* Destroying a Kernel may put its Module here: loop until empty. */
   while ((r = ae->grave) != NULL) {
     ae->grave = r->grave_next;

@@ -8,7 +8,11 @@
  * 600 ms). So destruction is queued to one process-wide thread, in FIFO
  * order: a device's primary-context release, queued after the frees of its
  * objects, runs after them. The thread starts on first use and lives as long
- * as the process (Node never unloads addons).
+ * as the process. That is safe only because the addon never unloads: Node
+ * does dlclose() an addon once the last worker that loaded it ends, and
+ * uvcuda_napi.c keeps this shared object resident from its first call on
+ * (see make_resident there). The thread is shared by every env of the
+ * process, so no single env's teardown could join it.
  *
  * UVCUDA_NODE_FREE_INLINE=1 destroys on the calling thread instead (for
  * comparison and debugging). */

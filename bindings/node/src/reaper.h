@@ -1,5 +1,6 @@
 /* Destruction of CUDA objects on a process-wide thread, in FIFO order (see
- * reaper.c: cuMemFree and cuModuleUnload wait for the device). Any thread. */
+ * reaper.c: cuMemFree and cuModuleUnload wait for the device; the thread
+ * outlives every env, the addon being kept resident). Any thread. */
 #ifndef UVCUDA_NODE_REAPER_H
 #define UVCUDA_NODE_REAPER_H
 

@@ -10,9 +10,11 @@
  * with UVCUDA_ECANCELED (release only, no JS) -> close_cb frees each ->
  * the last one closes the loop context -> its close_cb removes the hook,
  * which lets Node go on tearing the env down. */
+#define _GNU_SOURCE 1 /* dladdr, RTLD_NODELETE */
 #include "uvcuda/napi.h"
 
-#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,22 +69,22 @@ static int is_load_error(int err) {
 
 /* uvcuda names CUDA results with the driver's cuGetErrorName, which is gone
  * when loading the driver failed (cuInit's error): the results cuInit and a
- * broken installation give, named here. */
+ * broken installation give, named here. CUresult values are the driver's
+ * ABI (cuda.h), written out so that the helper needs no CUDA header. */
 static const char *cuda_fallback_name(int r) {
   switch (r) {
-    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
-    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
-    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
-    case CUDA_ERROR_DEINITIALIZED: return "CUDA_ERROR_DEINITIALIZED";
-    case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
-    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
-    case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
-    case CUDA_ERROR_OPERATING_SYSTEM: return "CUDA_ERROR_OPERATING_SYSTEM";
-    case CUDA_ERROR_SYSTEM_NOT_READY: return "CUDA_ERROR_SYSTEM_NOT_READY";
-    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
-    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
-      return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
-    case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
+    case 1: return "CUDA_ERROR_INVALID_VALUE";
+    case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case 3: return "CUDA_ERROR_NOT_INITIALIZED";
+    case 4: return "CUDA_ERROR_DEINITIALIZED";
+    case 34: return "CUDA_ERROR_STUB_LIBRARY";
+    case 100: return "CUDA_ERROR_NO_DEVICE";
+    case 101: return "CUDA_ERROR_INVALID_DEVICE";
+    case 304: return "CUDA_ERROR_OPERATING_SYSTEM";
+    case 802: return "CUDA_ERROR_SYSTEM_NOT_READY";
+    case 803: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case 804: return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+    case 999: return "CUDA_ERROR_UNKNOWN";
     default: return NULL;
   }
 }
@@ -131,6 +133,38 @@ napi_status uvcuda_napi_throw(napi_env env, int err) {
   return napi_pending_exception;
 }
 
+/* ---- residency --------------------------------------------------------- */
+
+/* Node dlclose()s an addon that only worker threads loaded once the last of
+ * them ends (nodejs/node#25577). This code may still run after that, on
+ * threads the envs neither own nor can join then: CUDA host functions that
+ * uvcuda enqueued run on the driver's thread whenever the GPU gets to them
+ * (a terminated worker's cancelled work may still be queued, and a closed
+ * loop's tickets run and free themselves), and the addon's process-wide
+ * threads (uvcuda's reactor, bindings/node's reaper) are shared by every
+ * env. Joining our own threads in the last env's cleanup would leave the
+ * driver's thread out and make a worker's exit wait for the device. So the
+ * shared object holding this helper keeps itself resident, on the first
+ * helper call of the process (before any thread or host function of it
+ * exists): it dlopen()s itself again with RTLD_NOLOAD | RTLD_NODELETE, what
+ * -Wl,-z,nodelete does at link time, but holding as well for any addon that
+ * compiles this helper in and links without that flag. Node's dlclose then
+ * leaves it mapped until the process exits, threads and state included; a
+ * later worker's require gets this same copy. Cost: the addon's pages stay
+ * mapped once its last worker ended. */
+static pthread_once_t resident_once = PTHREAD_ONCE_INIT;
+
+static void make_resident(void) {
+  Dl_info info;
+  /* Any address inside this shared object names it. */
+  if (dladdr(&resident_once, &info) == 0 || info.dli_fname == NULL) return;
+  /* The handle is never closed: that reference, too, keeps it. */
+  if (dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) == NULL)
+    fprintf(stderr, "uvcuda: cannot keep %s loaded (%s): unloading it while "
+                    "GPU work is in flight may crash\n",
+            info.dli_fname, dlerror());
+}
+
 /* ---- per-env state ----------------------------------------------------- */
 
 static void state_finalize(napi_env env, void *data, void *hint) {
@@ -153,6 +187,7 @@ static napi_status state_get(napi_env env, struct napi_state **out) {
   napi_status s;
 
   if (env == NULL || out == NULL) return napi_invalid_arg;
+  pthread_once(&resident_once, make_resident);
   if ((s = napi_get_instance_data(env, &p)) != napi_ok) return s;
   if (p != NULL) {
     st = p;

@@ -1,19 +1,28 @@
 'use strict';
 // Shared by the node --test suites: the package, the test kernels
-// (test/common/kernels.ptx, which the simulated driver models by name), a
-// JS FNV-1a to check uvcuda_checksum_u8, and a child-process runner for
-// what must happen in a fresh process (sticky faults, exits, no driver).
+// (kernels.ptx, which the simulated driver models by name), a JS FNV-1a to
+// check uvcuda_checksum_u8, and a child-process runner for what must happen
+// in a fresh process (sticky faults, exits, no driver).
+//
+// `test` here is node:test's, skipped (not failed) where the loaded driver
+// is not uvcuda's simulation: these suites check exact simulated behaviour
+// (injected failures, the simulated device's name). `nodeTest` runs
+// anywhere. See env.js.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync, spawn } = require('node:child_process');
+const nodeTest = require('node:test');
+const { pkgDir, ptxPath, driver, driverSkip, simSkip, gpuSkip } = require('./env');
 
-const pkgDir = path.join(__dirname, '..');
 const uvcuda = require(pkgDir);
-
-const ptxPath = process.env.UVCUDA_TEST_PTX ||
-  path.join(__dirname, '..', '..', '..', 'test', 'common', 'kernels.ptx');
 const ptx = fs.readFileSync(ptxPath, 'utf8');
+
+/** node:test's test(name, [options], fn), skipped without the simulation. */
+function test(name, options, fn) {
+  if (typeof options === 'function') [options, fn] = [{}, options];
+  return nodeTest(name, { ...options, skip: simSkip || options.skip }, fn);
+}
 
 /** Device 0 with the test kernels loaded. */
 function setup(ordinal = 0) {
@@ -114,5 +123,5 @@ const simulated = (() => {
 
 module.exports = {
   uvcuda, ptx, ptxPath, setup, grid, fnv1a, bytes, runChild, lastJson, forceGc,
-  simulated, spawnSync,
+  simulated, spawnSync, test, nodeTest, pkgDir, driver, driverSkip, simSkip, gpuSkip,
 };

@@ -3,11 +3,10 @@
 // promises on its own thread, and tears down cleanly (pending futures
 // closed, context closed) however the worker ends.
 
-const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
-const { uvcuda, setup, runChild, lastJson } = require('./common');
+const { test, uvcuda, setup, runChild, lastJson } = require('./common');
 
 const common = path.join(__dirname, 'common.js');
 

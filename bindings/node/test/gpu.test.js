@@ -1,38 +1,38 @@
 'use strict';
-// gpu suite: the real driver and a real GPU (meson test --suite gpu, or
-// `node bindings/node/test/gpu.js` with UVCUDA_NODE_ADDON set). Exits 77,
-// which Meson shows as skipped, where the driver cannot be loaded, there is
-// no device, or the loaded driver is uvcuda's simulation. Run directly (not
-// through `node --test`) so that the exit code 77 reaches Meson.
+// gpu suite: the real driver and a real GPU. Where there is none (no driver,
+// no device, or the loaded driver is uvcuda's simulation) every test is
+// skipped: under `node --test` (npm test) through test(name, { skip }), and
+// when run directly by Meson's gpu suite (UVCUDA_TEST_GPU=1, not under
+// node --test) by exit code 77, which Meson shows as skipped.
 // UVCUDA_GPU_TEST_ON_SIM=1 runs it on the simulation anyway, to check the
 // test itself; the results then say nothing about a GPU.
 
-const path = require('node:path');
-const uvcuda = require(path.join(__dirname, '..'));
-
-let info;
-try {
-  info = uvcuda.driverInfo();
-} catch (e) {
-  console.log(`1..0 # SKIP no usable CUDA driver: ${e.code}: ${e.message}`);
-  process.exit(77);
-}
-const onSim = info.simulated && process.env.UVCUDA_GPU_TEST_ON_SIM === '1';
-if ((info.simulated && !onSim) || info.deviceCount < 1) {
-  console.log(`1..0 # SKIP ${info.simulated ? 'the loaded driver is the simulation' : 'no CUDA device'}`);
-  process.exit(77);
-}
-
-const test = require('node:test');
+const nodeTest = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const path = require('node:path');
 const http = require('node:http');
 const { Worker } = require('node:worker_threads');
-const { setup, grid, fnv1a, bytes, runChild, lastJson } = require('./common');
+const { driver, gpuSkip } = require('./env');
 
-const k = setup();
+const onSim = driver.ok && driver.simulated && process.env.UVCUDA_GPU_TEST_ON_SIM === '1';
+const skip = onSim ? false : gpuSkip;
+if (skip && process.env.UVCUDA_TEST_GPU === '1' && !process.env.NODE_TEST_CONTEXT) {
+  console.log(`1..0 # SKIP ${skip}`);
+  process.exit(77);
+}
+
+/** node:test's test(name, [options], fn), skipped without a GPU. */
+function test(name, options, fn) {
+  if (typeof options === 'function') [options, fn] = [{}, options];
+  return nodeTest(name, { ...options, skip: skip || options.skip }, fn);
+}
+
+const { uvcuda, setup, grid, fnv1a, bytes, runChild, lastJson } = require('./common');
+const info = skip ? {} : uvcuda.driverInfo();
+const k = skip ? {} : setup();
 const { dev } = k;
-console.log(`# ${dev.name}, compute capability ${dev.computeCapability.join('.')}, ` +
+if (!skip) console.log(`# ${dev.name}, compute capability ${dev.computeCapability.join('.')}, ` +
             `driver ${info.driverVersion}, memops64 ${info.memops64}`);
 
 test('a real device and driver', { skip: onSim && 'on the simulation' }, () => {

@@ -1,0 +1,24 @@
+# The uvcuda addon (uvcuda.node), built by node-gyp: at `npm install` where no
+# prebuild in prebuilds/ fits (or with --build-from-source), and by
+# `npm run prebuildify` to make that prebuild. The repository's Meson build
+# (meson.build here) builds the same addon for development and its tests.
+{
+  "targets": [
+    {
+      "target_name": "uvcuda",
+      "dependencies": ["uvcuda.gyp:uvcuda_napi"],
+      "sources": [
+        "src/addon.c",
+        "src/cu.c",
+        "src/objects.c",
+        "src/reaper.c",
+        "src/stream.c",
+      ],
+      "include_dirs": ["src"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-fvisibility=hidden"],
+      "cflags_c": ["-std=gnu11"],
+      "ldflags": ["-Wl,--version-script=<(module_root_dir)/src/uvcuda.map"],
+    },
+  ],
+}

@@ -1,0 +1,47 @@
+'use strict';
+// What binding.gyp and uvcuda.gyp ask for at configure time (gyp runs it
+// from the directory of the .gyp file, the package root):
+//
+//   node scripts/gyp.js root      where uvcuda's sources are: deps/uvcuda in
+//                                 the npm package (scripts/prepack.js), else
+//                                 the repository this directory is in (../..)
+//   node scripts/gyp.js sources   the C files under <root>/lib, one a line
+//                                 (globbed: lib/'s file names change)
+//   node scripts/gyp.js cuda      CUDA Toolkit headers to add, or nothing.
+//                                 Only while lib/ still includes <cuda.h>:
+//                                 $CUDA_PATH/include, else /usr/local/cuda/include
+//                                 when it has cuda.h.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const pkg = path.join(__dirname, '..');
+
+function root() {
+  return fs.existsSync(path.join(pkg, 'deps', 'uvcuda', 'lib')) ? 'deps/uvcuda' : '../..';
+}
+
+function sources(dir) {
+  const out = [];
+  for (const e of fs.readdirSync(path.join(pkg, dir), { withFileTypes: true }).sort(
+    (a, b) => (a.name < b.name ? -1 : 1))) {
+    const rel = `${dir}/${e.name}`;
+    if (e.isDirectory()) out.push(...sources(rel));
+    else if (e.name.endsWith('.c')) out.push(rel);
+  }
+  return out;
+}
+
+function cuda() {
+  const dir = path.join(process.env.CUDA_PATH || '/usr/local/cuda', 'include');
+  return fs.existsSync(path.join(dir, 'cuda.h')) ? dir : '';
+}
+
+const what = process.argv[2];
+if (what === 'root') console.log(root());
+else if (what === 'sources') console.log(sources(`${root()}/lib`).join('\n'));
+else if (what === 'cuda') console.log(cuda());
+else {
+  console.error('usage: node scripts/gyp.js root|sources|cuda');
+  process.exit(2);
+}
