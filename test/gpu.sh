@@ -8,6 +8,10 @@
 #   --bench[=S,S]      bench/run.sh, all sections or the ones named
 #   --server           examples/server/run-gpu.sh (uvcuda vs thread pool)
 #   --node             the Node.js gpu tests and the settle benchmark
+#   --facts[=G,G]      bench/facts/run.sh (plain-driver experiments), groups as named
+#   --ab=OLD_SRC       build the library at OLD_SRC (a source tree of an older
+#                      revision) and run bench/ab.sh and bench/ab-server.sh
+#                      (ROUNDS, default 3) against it, interleaved
 #   --soak-start[=S]   start the soak (default 300 s) detached; survives this command
 #   --soak-wait        wait for a started soak, copy its log to $OUT
 # No step: --tests.
@@ -60,6 +64,25 @@ for a in "$@"; do
       else
         echo "node: not built (no NODE_INCLUDE_DIR or no bindings/node/run-gpu.sh)"
       fi
+      ;;
+    --facts*)
+      g=${a#--facts}; g=${g#=}
+      OUT=$OUT bash bench/facts/run.sh ${g//,/ } > /dev/null 2>&1
+      cat "$OUT/driver-facts.txt"
+      ;;
+    --ab=*)
+      old=${a#--ab=}
+      if [ ! -f /tmp/uvcuda-old/libuvcuda.so.0 ]; then
+        meson setup /tmp/uvcuda-old-build "$old" -Dtests=disabled -Dbench=disabled \
+          -Dexamples=disabled --buildtype=release > "$OUT/ab-build.log" 2>&1 &&
+          meson compile -C /tmp/uvcuda-old-build >> "$OUT/ab-build.log" 2>&1 ||
+          { tail -20 "$OUT/ab-build.log"; status=1; continue; }
+        mkdir -p /tmp/uvcuda-old
+        cp -a /tmp/uvcuda-old-build/libuvcuda.so* /tmp/uvcuda-old/
+      fi
+      bench/ab.sh "$B" /tmp/uvcuda-old "$OUT" || status=1
+      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" \
+        old:/tmp/uvcuda-old:auto new:"$B":auto || status=1
       ;;
     --soak-start*)
       secs=${a#--soak-start}; secs=${secs#=}; secs=${secs:-300}
