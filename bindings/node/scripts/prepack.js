@@ -41,7 +41,7 @@ function main() {
     return;
   }
   const lib = path.join(repo, 'lib');
-  if (!fs.existsSync(path.join(lib, 'internal.h'))) {
+  if (!fs.existsSync(path.join(lib, 'driver.h'))) {
     // Packing an unpacked package again: its copies are already in place.
     if (fs.existsSync(path.join(deps, 'uvcuda', 'lib'))) return;
     const err = new Error(`uvcuda: ${lib} not found; pack from bindings/node of the uvcuda repository`);
