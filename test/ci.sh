@@ -31,6 +31,11 @@ napi=disabled
 meson setup "$build" --werror -Dtests=enabled -Dgpu_tests=enabled -Dnapi=$napi
 meson compile -C "$build"
 [ "${UVCUDA_SKIP_TESTS:-0}" = 1 ] && exit 0
+# The Node HTTP bench's load generator (autocannon, pinned): its quick run
+# on the simulation is a test of suite sim, skipped without it.
+if [ "$napi" = enabled ] && command -v npm >/dev/null; then
+  (cd bindings/node/bench/http && npm ci --no-audit --no-fund --loglevel=error)
+fi
 meson test -C "$build" -v --print-errorlogs --num-processes 2
 
 # ---- C consumers (test/consumers/ci.sh) ------------------------------------
