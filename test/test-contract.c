@@ -16,7 +16,6 @@
 #include "tu.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -757,33 +756,39 @@ static void assert_marker_landed_before_close(uvcuda_completion_t c, uint64_t m0
              (unsigned long long)m0, (unsigned long long)g_memops_at_close);
 }
 
-/* An in-flight future (held by a gate) is closed; its cancellation
- * callback destroys the stream (the API allows it). The loop runs on for
- * many probe intervals. variant 0: then a future on a new stream (on the
- * simulation: the same handle, handed back) completes with 0. Then the
- * loop closes while the gate still holds the cancelled future's marker: it
- * may finish only once that marker has landed (its counter stays the
- * library's until then), and does once the gate opens. */
+/* Futures on S1 (held by a gate) and S2; the one on S1 is closed in
+ * flight and its cancellation callback destroys S1 (the API allows it).
+ * The loop runs on for many probe intervals. variant 0: then a future on
+ * S2 and one on a new stream (on the simulation: S1's handle, handed back)
+ * complete with 0. Then the loop closes while the gate still holds the
+ * cancelled future's marker: it may finish only once that marker has
+ * landed (its counter stays the library's until then), and does once the
+ * gate opens. */
 static void a_stream_destroyed_in_a_cancellation_callback_is_never_used_again(
     void **state) {
   const case_t *k = param(state);
   uv_loop_t uv;
   uvcuda_loop_t ul;
-  uvcuda_future_t f, f2;
+  uvcuda_future_t f, f2[2];
   destroy_rec_t d = {{0}, 0};
-  rec_t r2 = {0};
-  CUstream s1, s3 = NULL;
+  rec_t r2[2];
+  CUstream s1, s2, s3 = NULL;
   tu_gate_t g;
   uint64_t m0;
-  int closed = 0;
+  int closed = 0, want;
 
+  memset(r2, 0, sizeof(r2));
   loop_open(&uv, &ul, k->c, -1, PROBE_US, 0);
   tu_gate_init(&g);
   s1 = tu_stream();
+  s2 = tu_stream();
   tu_gate_hold(&g, s1);
   TU_OK(uvcuda_future_init(&ul, &f));
   f.data = &d;
   TU_OK(uvcuda_future_start(&f, s1, NULL, on_destroy_stream));
+  TU_OK(uvcuda_future_init(&ul, &f2[0]));
+  f2[0].data = &r2[0];
+  TU_OK(uvcuda_future_start(&f2[0], s2, NULL, on_rec));
   run_passes(&uv, 10, 2, PROBE_US);
   TU_OK(uvcuda_future_close(&f, on_destroy_closed));
   if (run_until(&uv, destroy_done, &d) != 0) fail_msg("no cancellation callback");
@@ -793,19 +798,25 @@ static void a_stream_destroyed_in_a_cancellation_callback_is_never_used_again(
    * driver here; the simulation aborts the process instead. */
   run_passes(&uv, PASSES, PROBES, PROBE_US);
 
+  wait_called(&uv, r2, 1, 1, "the future on S2");
+  assert_status(r2[0].status, 0, "future on S2", 0);
   if (k->variant == 0) {
-    int want = g_futures_closed + 1;
+    memset(r2, 0, sizeof(r2));
+    TU_OK(uvcuda_future_start(&f2[0], s2, NULL, on_rec));
     s3 = tu_stream();
     if (sim()) assert_ptr_equal(s3, s1); /* the simulation reuses handles */
-    TU_OK(uvcuda_future_init(&ul, &f2));
-    f2.data = &r2;
-    TU_OK(uvcuda_future_start(&f2, s3, NULL, on_rec));
-    wait_called(&uv, &r2, 1, 1, "a future on a new stream");
-    assert_status(r2.status, 0, "future on a new stream", 0);
-    TU_OK(uvcuda_future_close(&f2, on_future_closed));
-    if (run_until(&uv, futures_closed, &want) != 0)
-      fail_msg("the future's close callback never ran (hang)");
+    TU_OK(uvcuda_future_init(&ul, &f2[1]));
+    f2[1].data = &r2[1];
+    TU_OK(uvcuda_future_start(&f2[1], s3, NULL, on_rec));
+    wait_called(&uv, r2, 2, 2, "futures on S2 and on a new stream");
+    assert_status(r2[0].status, 0, "future on S2", 0);
+    assert_status(r2[1].status, 0, "future on a new stream", 1);
   }
+  want = g_futures_closed + (k->variant == 0 ? 2 : 1);
+  for (int i = 0; i < (k->variant == 0 ? 2 : 1); i++)
+    TU_OK(uvcuda_future_close(&f2[i], on_future_closed));
+  if (run_until(&uv, futures_closed, &want) != 0)
+    fail_msg("the futures' close callbacks never ran (hang)");
   m0 = memops();
   ul.data = &closed;
   TU_OK(uvcuda_loop_close(&ul, on_loop_closed));
@@ -820,6 +831,7 @@ static void a_stream_destroyed_in_a_cancellation_callback_is_never_used_again(
   assert_marker_landed_before_close(k->c, m0);
   assert_int_equal(uv_loop_close(&uv), 0);
   if (s3) tu_stream_destroy(s3);
+  tu_stream_destroy(s2);
   tu_gate_free(&g);
 }
 
@@ -1131,7 +1143,7 @@ static void label(case_t *k) {
              capture_mode_names[k->variant / 2], k->variant % 2 ? "default" : "0");
   else if (fn == a_stream_destroyed_in_a_cancellation_callback_is_never_used_again)
     snprintf(v, sizeof(v), k->variant ? ", then the loop closes"
-                                      : ", a new stream, then the loop closes");
+                                      : ", new futures, then the loop closes");
   snprintf(k->label, sizeof(k->label), "%s (%s%s)", k->name, strategy_name(k->c), v);
 }
 
