@@ -300,11 +300,12 @@ static void close_all(uv_loop_t *uv, uvcuda_loop_t *ul, uvcuda_future_t *f,
 /* ==== Bug 1: a fault fails the futures of its context, on any number of
  * contexts per loop and any number of loops. ============================= */
 
-/* One loop with futures held behind a gate on n contexts, all armed; then
- * a fault in context `victim`. Every future of that context fails while
+/* One loop (spin budget spin_us) with futures held behind a gate on n
+ * contexts, all armed; then a fault in context `victim`. Every future of that context fails while
  * the gate is still closed; the others complete after it opens (or fail
  * too, where a fault reaches the whole device, as on an H200). */
-static void fault_one_of_n_contexts(const case_t *k, int n, int victim) {
+static void fault_one_of_n_contexts(const case_t *k, int n, int victim,
+                                    int spin_us) {
   const int per = 2, all = fault_reaches_the_device();
   uv_loop_t uv;
   uvcuda_loop_t ul;
@@ -316,7 +317,7 @@ static void fault_one_of_n_contexts(const case_t *k, int n, int victim) {
   int i, healthy = 0;
 
   g_gates_open = 0;
-  loop_open(&uv, &ul, k->c, -1, -1, 0);
+  loop_open(&uv, &ul, k->c, spin_us, -1, 0);
   tu_gate_init(&g);
   for (i = 0; i < n; i++) {
     tctx_create(&t[i]);
@@ -360,16 +361,20 @@ static void fault_one_of_n_contexts(const case_t *k, int n, int victim) {
   free(t), free(s), free(f), free(r);
 }
 
-/* n contexts (variant); the faulted one is the first, the last, then a
- * middle one, each in a loop of its own (one round where a fault reaches
- * the whole device): wherever the library keeps that context among its
- * others, the fault is seen. */
+/* n contexts (variant); the faulted one is each of them in turn (n <= 8),
+ * or the first, the last and a middle one, each in a loop of its own, with
+ * spin budget 0 (armed at start, in start order) and the default (armed
+ * in the order the loop's passes find them); one round where a fault
+ * reaches the whole device. Wherever the library keeps that context among
+ * its others, the fault is seen. */
 static void a_fault_fails_futures_on_every_context(void **state) {
   const case_t *k = param(state);
-  const int n = k->variant;
-  int victims[3] = {0, n - 1, n / 2}, rounds = n >= 3 ? 3 : n;
-  if (fault_reaches_the_device()) rounds = 1;
-  for (int i = 0; i < rounds; i++) fault_one_of_n_contexts(k, n, victims[i]);
+  const int n = k->variant, all = fault_reaches_the_device();
+  const int rounds = all ? 1 : n <= 8 ? n : 3;
+  for (int spin = 0; spin < (all ? 1 : 2); spin++)
+    for (int i = 0; i < rounds; i++)
+      fault_one_of_n_contexts(k, n, n <= 8 ? i : i == 0 ? 0 : i == 1 ? n - 1 : n / 2,
+                              spin ? -1 : 0);
 }
 
 /* 256 loops on one thread, each with a context of its own and futures held
