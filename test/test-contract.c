@@ -1094,7 +1094,7 @@ static void a_reused_stream_handle_runs_in_its_new_context(void **state) {
   assert_status(r.status, 0, "future on the reused handle", 0);
   g_gates_open = 1;
   tu_gate_open(&g);
-  close_all(&uv, &ul, f, 2);
+  close_all(&uv, &ul, &f[1], 1); /* f[0] is closed already */
   TU_CU(tu.cuCtxSetCurrent(c1));
   tu_stream_destroy(s1);
   TU_CU(tu.cuCtxSetCurrent(tu_ctx));
