@@ -123,6 +123,27 @@ static void tctx_destroy(tctx_t *t) {
   t->ctx = NULL;
 }
 
+/* Contexts whose destroy waits for the end of the case: destroying a
+ * context frees the pinned memory made in it, and the next round could be
+ * handed the same addresses while the library (which may free its memory
+ * late, on another thread) still holds them (see
+ * a_context_destroyed_after_its_loop_closed_is_left_alone). */
+static tctx_t *g_later;
+static int g_nlater;
+
+static void tctx_destroy_later(tctx_t *t) {
+  g_later = realloc(g_later, (size_t)(g_nlater + 1) * sizeof(*g_later));
+  g_later[g_nlater++] = *t;
+  t->ctx = NULL;
+}
+
+static void tctx_destroy_the_rest(void) {
+  for (int i = 0; i < g_nlater; i++) tctx_destroy(&g_later[i]);
+  free(g_later);
+  g_later = NULL;
+  g_nlater = 0;
+}
+
 static CUstream stream_in(CUcontext c) {
   CUstream s;
   TU_CU(cx.cuCtxPushCurrent(c));
@@ -356,7 +377,7 @@ static void fault_one_of_n_contexts(const case_t *k, int n, int victim,
     if (!all && i / per != victim)
       assert_status(r[i].status, 0, "future of a healthy context", i);
   close_all(&uv, &ul, f, n * per);
-  for (i = 0; i < n; i++) tctx_destroy(&t[i]);
+  for (i = 0; i < n; i++) tctx_destroy_later(&t[i]);
   tu_gate_free(&g);
   free(t), free(s), free(f), free(r);
 }
@@ -375,6 +396,7 @@ static void a_fault_fails_futures_on_every_context(void **state) {
     for (int i = 0; i < rounds; i++)
       fault_one_of_n_contexts(k, n, n <= 8 ? i : i == 0 ? 0 : i == 1 ? n - 1 : n / 2,
                               spin ? -1 : 0);
+  tctx_destroy_the_rest();
 }
 
 /* 256 loops on one thread, each with a context of its own and futures held
@@ -446,10 +468,8 @@ static void a_fault_fails_futures_of_its_loop_among_256_loops(void **state) {
   for (i = 1; i < NL && !all; i++)
     for (j = 0; j < PER; j++)
       assert_status(L[i].r[j].status, 0, "future of a healthy loop", i);
-  for (i = 0; i < NL; i++) {
-    close_all(&L[i].uv, &L[i].ul, L[i].f, PER);
-    tctx_destroy(&L[i].t);
-  }
+  for (i = 0; i < NL; i++) close_all(&L[i].uv, &L[i].ul, L[i].f, PER);
+  for (i = 0; i < NL; i++) tctx_destroy(&L[i].t);
   tu_gate_free(&g);
   free(L);
 }
@@ -1102,6 +1122,61 @@ static void a_reused_stream_handle_runs_in_its_new_context(void **state) {
   tu_gate_free(&g);
 }
 
+/* ==== Found while checking the cases above: a context destroyed after its
+ * loop closed. ============================================================= */
+
+/* Loop A (strategy) runs futures on a stream of a context made with
+ * cuCtxCreate, then closes; from its close callback on, the library may
+ * not touch anything of A's any more. The context is destroyed (the driver
+ * frees the pinned memory made in it) and new pinned memory is made, which
+ * may get the same addresses. A second loop keeps the library's background
+ * threads running, and cuMemFreeHost is held (a busy device) from before
+ * A's close until the new memory exists. The new memory must stay
+ * registered: the library must not free memory it no longer owns. */
+static void a_context_destroyed_after_its_loop_closed_is_left_alone(void **state) {
+  const case_t *k = param(state);
+  enum { NB = 8 };
+  uv_loop_t uv, uvk;
+  uvcuda_loop_t ul, ulk;
+  uvcuda_future_t f[4];
+  rec_t r[4];
+  tctx_t t;
+  CUstream s;
+  void *blk[NB];
+  CUdeviceptr d;
+  int i, lost = 0;
+
+  memset(r, 0, sizeof(r));
+  loop_open(&uvk, &ulk, UVCUDA_COMPLETION_AUTO, -1, -1, 0);
+  loop_open(&uv, &ul, k->c, -1, -1, 0);
+  tctx_create(&t);
+  s = stream_in(t.ctx);
+  for (i = 0; i < 4; i++) {
+    TU_OK(uvcuda_future_init(&ul, &f[i]));
+    f[i].data = &r[i];
+    TU_OK(uvcuda_future_start(&f[i], s, NULL, on_rec));
+  }
+  wait_called(&uv, r, 4, 4, "futures on the made context");
+  for (i = 0; i < 4; i++) assert_status(r[i].status, 0, "future", i);
+  simcuda_hold_calls("cuMemFreeHost", 1);
+  close_all(&uv, &ul, f, 4);
+  tctx_destroy(&t);
+  for (i = 0; i < NB; i++)
+    TU_CU(tu.cuMemHostAlloc(&blk[i], 4096,
+                            CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+  simcuda_hold_calls("cuMemFreeHost", 0);
+  /* Whatever was held goes on now; give the library's threads time. */
+  run_passes(&uvk, PASSES, PROBES, PROBE_US);
+  for (i = 0; i < NB; i++)
+    if (tu.cuMemHostGetDevicePointer(&d, blk[i], 0) != CUDA_SUCCESS) lost++;
+  if (lost)
+    fail_msg("%d of %d new pinned blocks were freed under their owner: the library "
+             "freed memory of a destroyed context after its loop's close callback",
+             lost, NB);
+  for (i = 0; i < NB; i++) tu.cuMemFreeHost(blk[i]);
+  close_all(&uvk, &ulk, NULL, 0);
+}
+
 /* ==== the case list and the runner ======================================= */
 
 #define A UVCUDA_COMPLETION_AUTO
@@ -1134,6 +1209,7 @@ static case_t cases[] = {
     EACH(one_loops_close_never_stalls_another_loop, 0, 1),
     CASE(one_loops_close_never_stalls_another_loop, R, 0, 1),
     EACH(a_reused_stream_handle_runs_in_its_new_context, 0, 0),
+    EACH(a_context_destroyed_after_its_loop_closed_is_left_alone, 0, 1),
 };
 
 static void label(case_t *k) {
