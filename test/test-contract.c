@@ -16,7 +16,6 @@
 #include "tu.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +121,27 @@ static void tctx_kernels(tctx_t *t) {
 static void tctx_destroy(tctx_t *t) {
   if (t->ctx) cx.cuCtxDestroy(t->ctx); /* takes its streams and module */
   t->ctx = NULL;
+}
+
+/* Contexts whose destroy waits for the end of the case: destroying a
+ * context frees the pinned memory made in it, and the next round could be
+ * handed the same addresses while the library (which may free its memory
+ * late, on another thread) still holds them (see
+ * a_context_destroyed_after_its_loop_closed_is_left_alone). */
+static tctx_t *g_later;
+static int g_nlater;
+
+static void tctx_destroy_later(tctx_t *t) {
+  g_later = realloc(g_later, (size_t)(g_nlater + 1) * sizeof(*g_later));
+  g_later[g_nlater++] = *t;
+  t->ctx = NULL;
+}
+
+static void tctx_destroy_the_rest(void) {
+  for (int i = 0; i < g_nlater; i++) tctx_destroy(&g_later[i]);
+  free(g_later);
+  g_later = NULL;
+  g_nlater = 0;
 }
 
 static CUstream stream_in(CUcontext c) {
@@ -299,11 +319,12 @@ static void close_all(uv_loop_t *uv, uvcuda_loop_t *ul, uvcuda_future_t *f,
 /* ==== Bug 1: a fault fails the futures of its context, on any number of
  * contexts per loop and any number of loops. ============================= */
 
-/* One loop with futures held behind a gate on n contexts, all armed; then
- * a fault in context `victim`. Every future of that context fails while
+/* One loop (spin budget spin_us) with futures held behind a gate on n
+ * contexts, all armed; then a fault in context `victim`. Every future of that context fails while
  * the gate is still closed; the others complete after it opens (or fail
  * too, where a fault reaches the whole device, as on an H200). */
-static void fault_one_of_n_contexts(const case_t *k, int n, int victim) {
+static void fault_one_of_n_contexts(const case_t *k, int n, int victim,
+                                    int spin_us) {
   const int per = 2, all = fault_reaches_the_device();
   uv_loop_t uv;
   uvcuda_loop_t ul;
@@ -315,7 +336,7 @@ static void fault_one_of_n_contexts(const case_t *k, int n, int victim) {
   int i, healthy = 0;
 
   g_gates_open = 0;
-  loop_open(&uv, &ul, k->c, -1, -1, 0);
+  loop_open(&uv, &ul, k->c, spin_us, -1, 0);
   tu_gate_init(&g);
   for (i = 0; i < n; i++) {
     tctx_create(&t[i]);
@@ -354,21 +375,26 @@ static void fault_one_of_n_contexts(const case_t *k, int n, int victim) {
     if (!all && i / per != victim)
       assert_status(r[i].status, 0, "future of a healthy context", i);
   close_all(&uv, &ul, f, n * per);
-  for (i = 0; i < n; i++) tctx_destroy(&t[i]);
+  for (i = 0; i < n; i++) tctx_destroy_later(&t[i]);
   tu_gate_free(&g);
   free(t), free(s), free(f), free(r);
 }
 
-/* n contexts (variant); the faulted one is the first, the last, then a
- * middle one, each in a loop of its own (one round where a fault reaches
- * the whole device): wherever the library keeps that context among its
- * others, the fault is seen. */
+/* n contexts (variant); the faulted one is each of them in turn (n <= 8),
+ * or the first, the last and a middle one, each in a loop of its own, with
+ * spin budget 0 (armed at start, in start order) and the default (armed
+ * in the order the loop's passes find them); one round where a fault
+ * reaches the whole device. Wherever the library keeps that context among
+ * its others, the fault is seen. */
 static void a_fault_fails_futures_on_every_context(void **state) {
   const case_t *k = param(state);
-  const int n = k->variant;
-  int victims[3] = {0, n - 1, n / 2}, rounds = n >= 3 ? 3 : n;
-  if (fault_reaches_the_device()) rounds = 1;
-  for (int i = 0; i < rounds; i++) fault_one_of_n_contexts(k, n, victims[i]);
+  const int n = k->variant, all = fault_reaches_the_device();
+  const int rounds = all ? 1 : n <= 8 ? n : 3;
+  for (int spin = 0; spin < (all ? 1 : 2); spin++)
+    for (int i = 0; i < rounds; i++)
+      fault_one_of_n_contexts(k, n, n <= 8 ? i : i == 0 ? 0 : i == 1 ? n - 1 : n / 2,
+                              spin ? -1 : 0);
+  tctx_destroy_the_rest();
 }
 
 /* 256 loops on one thread, each with a context of its own and futures held
@@ -440,10 +466,8 @@ static void a_fault_fails_futures_of_its_loop_among_256_loops(void **state) {
   for (i = 1; i < NL && !all; i++)
     for (j = 0; j < PER; j++)
       assert_status(L[i].r[j].status, 0, "future of a healthy loop", i);
-  for (i = 0; i < NL; i++) {
-    close_all(&L[i].uv, &L[i].ul, L[i].f, PER);
-    tctx_destroy(&L[i].t);
-  }
+  for (i = 0; i < NL; i++) close_all(&L[i].uv, &L[i].ul, L[i].f, PER);
+  for (i = 0; i < NL; i++) tctx_destroy(&L[i].t);
   tu_gate_free(&g);
   free(L);
 }
@@ -765,34 +789,40 @@ static void after_marker_a_new_loop_completes(uvcuda_completion_t c) {
   tu_stream_destroy(s);
 }
 
-/* An in-flight future (held by a gate) is closed; its cancellation
- * callback destroys the stream (the API allows it). The loop runs on for
- * many probe intervals. variant 0: then a future on a new stream (on the
- * simulation: the same handle, handed back) completes with 0. Then the
- * loop closes while the gate still holds the cancelled future's marker:
- * the close does not wait for the GPU, and the marker, landing later, must
- * land in memory the library still owns (the simulation faults the context
- * on a write into freed memory): a new loop's future then completes. */
+/* Futures on S1 (held by a gate) and S2; the one on S1 is closed in
+ * flight and its cancellation callback destroys S1 (the API allows it).
+ * The loop runs on for many probe intervals. variant 0: then a future on
+ * S2 and one on a new stream (on the simulation: S1's handle, handed back)
+ * complete with 0. Then the loop closes while the gate still holds the
+ * cancelled future's marker: the close does not wait for the GPU, and the
+ * marker, landing later, must land in memory the library still owns (the
+ * simulation faults the context on a write into freed memory): a new
+ * loop's future then completes. */
 static void a_stream_destroyed_in_a_cancellation_callback_is_never_used_again(
     void **state) {
   const case_t *k = param(state);
   uv_loop_t uv;
   uvcuda_loop_t ul;
-  uvcuda_future_t f, f2;
+  uvcuda_future_t f, f2[2];
   destroy_rec_t d = {{0}, 0};
-  rec_t r2 = {0};
-  CUstream s1, s3 = NULL;
+  rec_t r2[2];
+  CUstream s1, s2, s3 = NULL;
   tu_gate_t g;
   uint64_t m0;
-  int closed = 0;
+  int closed = 0, want;
 
+  memset(r2, 0, sizeof(r2));
   loop_open(&uv, &ul, k->c, -1, PROBE_US, 0);
   tu_gate_init(&g);
   s1 = tu_stream();
+  s2 = tu_stream();
   tu_gate_hold(&g, s1);
   TU_OK(uvcuda_future_init(&ul, &f));
   f.data = &d;
   TU_OK(uvcuda_future_start(&f, s1, NULL, on_destroy_stream));
+  TU_OK(uvcuda_future_init(&ul, &f2[0]));
+  f2[0].data = &r2[0];
+  TU_OK(uvcuda_future_start(&f2[0], s2, NULL, on_rec));
   run_passes(&uv, 10, 2, PROBE_US);
   TU_OK(uvcuda_future_close(&f, on_destroy_closed));
   if (run_until(&uv, destroy_done, &d) != 0) fail_msg("no cancellation callback");
@@ -802,19 +832,25 @@ static void a_stream_destroyed_in_a_cancellation_callback_is_never_used_again(
    * driver here; the simulation aborts the process instead. */
   run_passes(&uv, PASSES, PROBES, PROBE_US);
 
+  wait_called(&uv, r2, 1, 1, "the future on S2");
+  assert_status(r2[0].status, 0, "future on S2", 0);
   if (k->variant == 0) {
-    int want = g_futures_closed + 1;
+    memset(r2, 0, sizeof(r2));
+    TU_OK(uvcuda_future_start(&f2[0], s2, NULL, on_rec));
     s3 = tu_stream();
     if (sim()) assert_ptr_equal(s3, s1); /* the simulation reuses handles */
-    TU_OK(uvcuda_future_init(&ul, &f2));
-    f2.data = &r2;
-    TU_OK(uvcuda_future_start(&f2, s3, NULL, on_rec));
-    wait_called(&uv, &r2, 1, 1, "a future on a new stream");
-    assert_status(r2.status, 0, "future on a new stream", 0);
-    TU_OK(uvcuda_future_close(&f2, on_future_closed));
-    if (run_until(&uv, futures_closed, &want) != 0)
-      fail_msg("the future's close callback never ran (hang)");
+    TU_OK(uvcuda_future_init(&ul, &f2[1]));
+    f2[1].data = &r2[1];
+    TU_OK(uvcuda_future_start(&f2[1], s3, NULL, on_rec));
+    wait_called(&uv, r2, 2, 2, "futures on S2 and on a new stream");
+    assert_status(r2[0].status, 0, "future on S2", 0);
+    assert_status(r2[1].status, 0, "future on a new stream", 1);
   }
+  want = g_futures_closed + (k->variant == 0 ? 2 : 1);
+  for (int i = 0; i < (k->variant == 0 ? 2 : 1); i++)
+    TU_OK(uvcuda_future_close(&f2[i], on_future_closed));
+  if (run_until(&uv, futures_closed, &want) != 0)
+    fail_msg("the futures' close callbacks never ran (hang)");
   m0 = memops();
   ul.data = &closed;
   TU_OK(uvcuda_loop_close(&ul, on_loop_closed));
@@ -831,6 +867,7 @@ static void a_stream_destroyed_in_a_cancellation_callback_is_never_used_again(
   }
   after_marker_a_new_loop_completes(k->c);
   if (s3) tu_stream_destroy(s3);
+  tu_stream_destroy(s2);
   tu_gate_free(&g);
 }
 
@@ -1096,6 +1133,61 @@ static void a_reused_stream_handle_runs_in_its_new_context(void **state) {
   tu_gate_free(&g);
 }
 
+/* ==== Found while checking the cases above: a context destroyed after its
+ * loop closed. ============================================================= */
+
+/* Loop A (strategy) runs futures on a stream of a context made with
+ * cuCtxCreate, then closes; from its close callback on, the library may
+ * not touch anything of A's any more. The context is destroyed (the driver
+ * frees the pinned memory made in it) and new pinned memory is made, which
+ * may get the same addresses. A second loop keeps the library's background
+ * threads running, and cuMemFreeHost is held (a busy device) from before
+ * A's close until the new memory exists. The new memory must stay
+ * registered: the library must not free memory it no longer owns. */
+static void a_context_destroyed_after_its_loop_closed_is_left_alone(void **state) {
+  const case_t *k = param(state);
+  enum { NB = 8 };
+  uv_loop_t uv, uvk;
+  uvcuda_loop_t ul, ulk;
+  uvcuda_future_t f[4];
+  rec_t r[4];
+  tctx_t t;
+  CUstream s;
+  void *blk[NB];
+  CUdeviceptr d;
+  int i, lost = 0;
+
+  memset(r, 0, sizeof(r));
+  loop_open(&uvk, &ulk, UVCUDA_COMPLETION_AUTO, -1, -1, 0);
+  loop_open(&uv, &ul, k->c, -1, -1, 0);
+  tctx_create(&t);
+  s = stream_in(t.ctx);
+  for (i = 0; i < 4; i++) {
+    TU_OK(uvcuda_future_init(&ul, &f[i]));
+    f[i].data = &r[i];
+    TU_OK(uvcuda_future_start(&f[i], s, NULL, on_rec));
+  }
+  wait_called(&uv, r, 4, 4, "futures on the made context");
+  for (i = 0; i < 4; i++) assert_status(r[i].status, 0, "future", i);
+  simcuda_hold_calls("cuMemFreeHost", 1);
+  close_all(&uv, &ul, f, 4);
+  tctx_destroy(&t);
+  for (i = 0; i < NB; i++)
+    TU_CU(tu.cuMemHostAlloc(&blk[i], 4096,
+                            CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+  simcuda_hold_calls("cuMemFreeHost", 0);
+  /* Whatever was held goes on now; give the library's threads time. */
+  run_passes(&uvk, PASSES, PROBES, PROBE_US);
+  for (i = 0; i < NB; i++)
+    if (tu.cuMemHostGetDevicePointer(&d, blk[i], 0) != CUDA_SUCCESS) lost++;
+  if (lost)
+    fail_msg("%d of %d new pinned blocks were freed under their owner: the library "
+             "freed memory of a destroyed context after its loop's close callback",
+             lost, NB);
+  for (i = 0; i < NB; i++) tu.cuMemFreeHost(blk[i]);
+  close_all(&uvk, &ulk, NULL, 0);
+}
+
 /* ==== the case list and the runner ======================================= */
 
 #define A UVCUDA_COMPLETION_AUTO
@@ -1128,6 +1220,7 @@ static case_t cases[] = {
     EACH(one_loops_close_never_stalls_another_loop, 0, 1),
     CASE(one_loops_close_never_stalls_another_loop, R, 0, 1),
     EACH(a_reused_stream_handle_runs_in_its_new_context, 0, 0),
+    EACH(a_context_destroyed_after_its_loop_closed_is_left_alone, 0, 1),
 };
 
 static void label(case_t *k) {
@@ -1142,7 +1235,7 @@ static void label(case_t *k) {
              capture_mode_names[k->variant / 2], k->variant % 2 ? "default" : "0");
   else if (fn == a_stream_destroyed_in_a_cancellation_callback_is_never_used_again)
     snprintf(v, sizeof(v), k->variant ? ", then the loop closes"
-                                      : ", a new stream, then the loop closes");
+                                      : ", new futures, then the loop closes");
   snprintf(k->label, sizeof(k->label), "%s (%s%s)", k->name, strategy_name(k->c), v);
 }
 
@@ -1199,8 +1292,11 @@ int main(int argc, char **argv) {
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
+      int rc;
       alarm(limit); /* a hang outside the watchdog's reach */
-      exit(run_child(k));
+      rc = run_child(k);
+      if (rc != 0) _exit(rc); /* a failed case leaves things open: no leak check */
+      exit(0);
     }
     if (pid < 0 || waitpid(pid, &st, 0) != pid) {
       fprintf(stderr, "contract: cannot run %s\n", k->label);

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM) || \
@@ -625,6 +626,8 @@ static void stream_retire(struct stream *s, enum slot_state why) {
   pthread_cond_signal(&s->cv);
 }
 
+static void alloc_release(const struct alloc *a);
+
 /* A context is destroyed (cuCtxDestroy, the last primary release, or
  * cuDevicePrimaryCtxReset): like the real driver, everything it owned goes
  * away: streams, events, modules, memory (cuMemHostAlloc memory is freed,
@@ -669,7 +672,7 @@ static void ctx_teardown(struct ctx *c) {
       continue;
     }
     *pp = a->next;
-    if (a->kind != A_REGISTERED) free((void *)a->base);
+    alloc_release(a);
     free(a);
   }
   pthread_cond_broadcast(&g_changed);
@@ -696,14 +699,41 @@ static struct alloc *alloc_at(uintptr_t base, enum alloc_kind kind) {
   return NULL;
 }
 
+/* Pinned host memory is mapped on its own pages and unmapped when freed
+ * (by cuMemFreeHost or with its context): touching it afterwards is a
+ * SIGSEGV, as on an H200 after cuDevicePrimaryCtxReset, and the kernel
+ * tends to hand the same addresses to the next allocation, as a driver's
+ * pool does. Device memory is ordinary heap memory. */
+static size_t pinned_len(size_t size) {
+  const size_t page = 4096;
+  return (size + page - 1) / page * page;
+}
+
+static void alloc_release(const struct alloc *a) {
+  if (a->kind == A_PINNED)
+    munmap((void *)a->base, pinned_len(a->size));
+  else if (a->kind == A_DEVICE)
+    free((void *)a->base);
+  /* A_REGISTERED: the caller's memory */
+}
+
 static CUresult alloc_new(struct ctx *c, size_t size, size_t align, bool host,
                           void **out) {
   size_t rounded = (size + align - 1) / align * align;
-  if (rounded < size) return CUDA_ERROR_OUT_OF_MEMORY;
-  void *p = aligned_alloc(align, rounded);
+  if (rounded < size || (host && pinned_len(size) < size))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  void *p;
+  if (host) {
+    p = mmap(NULL, pinned_len(size), PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) p = NULL;
+  } else {
+    p = aligned_alloc(align, rounded);
+  }
   struct alloc *a = malloc(sizeof *a);
   if (!p || !a) {
-    free(p);
+    if (p && host) munmap(p, pinned_len(size));
+    if (!host) free(p);
     free(a);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -2373,7 +2403,7 @@ static CUresult free_alloc(uintptr_t base, enum alloc_kind kind) {
     r = cap;
   } else if (a) {
     LIST_UNLINK(&g_allocs, struct alloc, a);
-    if (kind != A_REGISTERED) free((void *)a->base);
+    alloc_release(a);
     free(a);
   }
   UNLOCK();
