@@ -338,18 +338,21 @@ static void fault_one_of_n_contexts(const case_t *k, int n, int victim,
   g_gates_open = 0;
   loop_open(&uv, &ul, k->c, spin_us, -1, 0);
   tu_gate_init(&g);
+  /* Contexts, streams and the victim's kernels before any gate is held:
+   * on a real GPU a module load waits for the device to go idle, and the
+   * gate would never open. */
   for (i = 0; i < n; i++) {
     tctx_create(&t[i]);
     s[i] = stream_in(t[i].ctx);
-    tu_gate_hold(&g, s[i]);
   }
+  tctx_kernels(&t[victim]);
+  for (i = 0; i < n; i++) tu_gate_hold(&g, s[i]);
   for (i = 0; i < n * per; i++) {
     TU_OK(uvcuda_future_init(&ul, &f[i]));
     f[i].data = &r[i];
     TU_OK(uvcuda_future_start(&f[i], s[i / per], NULL, on_rec));
   }
   run_passes(&uv, 50, 5, 1000); /* every future armed, probes going */
-  tctx_kernels(&t[victim]);
   fs = stream_in(t[victim].ctx);
   fault_in(&t[victim], fs);
 
@@ -399,6 +402,8 @@ static void a_fault_fails_futures_on_every_context(void **state) {
 
 /* 256 loops on one thread, each with a context of its own and futures held
  * behind a gate; a fault in the first loop's context. */
+#define NCTX_GPU 8
+
 static void a_fault_fails_futures_of_its_loop_among_256_loops(void **state) {
   const case_t *k = param(state);
   enum { NL = 256, PER = 2 };
@@ -417,11 +422,18 @@ static void a_fault_fails_futures_of_its_loop_among_256_loops(void **state) {
   int i, j, done;
 
   tu_gate_init(&g);
+  /* Every context, stream and the first one's kernels before any gate is
+   * held (a module load waits for an idle device on a real GPU). A GPU
+   * runs out of memory long before 256 contexts: there the loops share
+   * NCTX_GPU of them. */
+  for (i = 0; i < NL; i++) {
+    if (sim() || i < NCTX_GPU) tctx_create(&L[i].t);
+    L[i].s = stream_in(L[sim() ? i : i % NCTX_GPU].t.ctx);
+  }
+  tctx_kernels(&L[0].t);
+  for (i = 0; i < NL; i++) tu_gate_hold(&g, L[i].s);
   for (i = 0; i < NL; i++) {
     loop_open(&L[i].uv, &L[i].ul, k->c, -1, -1, 0);
-    tctx_create(&L[i].t);
-    L[i].s = stream_in(L[i].t.ctx);
-    tu_gate_hold(&g, L[i].s);
     for (j = 0; j < PER; j++) {
       TU_OK(uvcuda_future_init(&L[i].ul, &L[i].f[j]));
       L[i].f[j].data = &L[i].r[j];
@@ -432,7 +444,6 @@ static void a_fault_fails_futures_of_its_loop_among_256_loops(void **state) {
    * the first loop's context (the first to attach) faults. */
   for (int pass = 0; pass < 20; pass++)
     for (i = 0; i < NL; i++) uv_run(&L[i].uv, UV_RUN_NOWAIT);
-  tctx_kernels(&L[0].t);
   fs = stream_in(L[0].t.ctx);
   fault_in(&L[0].t, fs);
 

@@ -188,6 +188,10 @@ static int c_reset_under_load(void *arg) {
   (void)arg;
 
   if ((rc = tu_setup(want_real)) != 0) return rc;
+  /* On the H200 the reset waited for the streams the gate holds (over 60 s,
+   * then this case's alarm): a real reset waits for queued work, so the
+   * case needs the simulation's gate that a reset ends. */
+  if (!tu_is_simulated()) return 77;
   tu_gate_init(&g);
   for (i = 0; i < LOOPS; i++) {
     memset(&peers[i], 0, sizeof(peers[i]));
