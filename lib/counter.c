@@ -28,12 +28,19 @@ static int page_new(struct uvcuda__counter_pool *p,
   memset(host, 0, PAGE_BYTES);
   r = uvcuda__drv.cuMemHostRegister(host, PAGE_BYTES,
                                     CU_MEMHOSTREGISTER_DEVICEMAP);
-  if (r == CUDA_SUCCESS)
-    r = uvcuda__drv.cuMemHostGetDevicePointer(&pg->dptr, host, 0);
   if (r != CUDA_SUCCESS) {
-    /* A registration that succeeded stays: unregistering waits for the
-     * device, and the page is only a few KiB. */
+    free(host);
     free(pg);
+    return UVCUDA_ECUDA(r);
+  }
+  r = uvcuda__drv.cuMemHostGetDevicePointer(&pg->dptr, host, 0);
+  if (r != CUDA_SUCCESS) {
+    /* Registered but unusable: kept as a full page, never handed out
+     * (unregistering would wait for the device). */
+    pg->host = host;
+    pg->used = ~0ull;
+    uvcuda__queue_insert_tail(&p->pages, &pg->node);
+    p->npages++;
     return UVCUDA_ECUDA(r);
   }
   pg->host = host;
