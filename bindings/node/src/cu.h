@@ -1,11 +1,14 @@
 /* The CUDA driver entry points the addon calls, resolved at run time through
  * uvcuda_driver_symbol (nothing links libcuda), each at the ABI version of
- * the PFN_<name>_v<version> typedef it is called through. */
+ * the PFN_<name>_v<version> typedef it is called through. The types and
+ * typedefs come from uvcuda's lib/cuda-api.h (its lists UVCUDA_CU_PFNS_LIB
+ * and UVCUDA_CU_PFNS_NODE): no CUDA Toolkit is needed to build the addon. */
 #ifndef UVCUDA_NODE_CU_H
 #define UVCUDA_NODE_CU_H
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
+#include <stddef.h>
+
+#include "cuda-api.h"
 
 #define UVCUDA_NODE_CU(XX)               \
   XX(cuDeviceGet, 2000)                  \
