@@ -19,6 +19,7 @@
   XX(cuDevicePrimaryCtxRelease, 11000)   \
   XX(cuCtxGetCurrent, 4000)              \
   XX(cuCtxSetCurrent, 4000)              \
+  XX(cuCtxSynchronize, 2000)             \
   XX(cuThreadExchangeStreamCaptureMode, 10010) \
   XX(cuStreamCreate, 2000)               \
   XX(cuStreamDestroy, 4000)              \
@@ -39,10 +40,21 @@
   XX(cuLaunchKernel, 4000)
 
 /* Optional: NULL where the driver lacks them (the simulation does). The
- * stream-ordered allocator frees without waiting for the device. */
+ * stream-ordered allocator frees without waiting for the device;
+ * cuFuncGetParamInfo (CUDA >= 12.4) gives a kernel's parameter count. */
 #define UVCUDA_NODE_CU_OPTIONAL(XX)      \
   XX(cuMemAllocAsync, 11020)             \
-  XX(cuMemFreeAsync, 11020)
+  XX(cuMemFreeAsync, 11020)              \
+  XX(cuFuncGetParamInfo, 12040)
+
+/* Not (yet) in lib/cuda-api.h's lists: declared here, as cudaTypedefs.h of
+ * CUDA 12.4 has it (which, included first, declares it instead). */
+#if !defined(CUDA_VERSION) || CUDA_VERSION < 12040
+typedef CUresult (CUDAAPI *PFN_cuFuncGetParamInfo_v12040)(CUfunction func,
+                                                          size_t paramIndex,
+                                                          size_t *paramOffset,
+                                                          size_t *paramSize);
+#endif
 
 struct cu_table {
 #define UVCUDA_NODE_CU_FIELD(name, ver) PFN_##name##_v##ver name;
