@@ -271,8 +271,12 @@ int fault_env_init(napi_env env, struct addon_env *ae);
 /* Checks d's health (inside op_enter, generation gen) and records a fault;
  * returns the health (0 or UVCUDA_ECUDA(r)). */
 int fault_check(struct dev *d, uint64_t gen);
-/* After work of d failed with err: was it the device's fault? */
+/* After a call on d failed with err: was it the device's fault? Records
+ * it (announced to every env, which emits 'fault' on its next turn). */
 void fault_after_error(napi_env env, struct dev *d, int err);
+/* The same after a promise was rejected with err (JS may run): this env
+ * emits 'fault' at once, before the rejection's continuations. */
+void fault_after_settle(napi_env env, struct dev *d, int err);
 /* device.health, device.reset() */
 napi_value js_device_health(napi_env env, napi_callback_info info);
 napi_value js_device_reset(napi_env env, napi_callback_info info);

@@ -25,6 +25,10 @@
   XX(cuStreamDestroy, 4000)              \
   XX(cuStreamSynchronize, 2000)          \
   XX(cuStreamGetCtx, 9020)               \
+  XX(cuStreamWaitEvent, 3020)            \
+  XX(cuEventCreate, 2000)                \
+  XX(cuEventRecord, 2000)                \
+  XX(cuEventDestroy, 4000)               \
   XX(cuStreamBeginCapture, 10010)        \
   XX(cuStreamEndCapture, 10000)          \
   XX(cuGraphDestroy, 10000)              \
@@ -47,8 +51,12 @@
   XX(cuMemFreeAsync, 11020)              \
   XX(cuFuncGetParamInfo, 12040)
 
-/* Not (yet) in lib/cuda-api.h's lists: declared here, as cudaTypedefs.h of
- * CUDA 12.4 has it (which, included first, declares it instead). */
+/* Not (yet) in lib/cuda-api.h's lists: declared here, as cudaTypedefs.h
+ * has them (which, included first, declares them instead). */
+#if !defined(CUDA_VERSION)
+typedef CUresult (CUDAAPI *PFN_cuStreamWaitEvent_v3020)(CUstream hStream, CUevent hEvent,
+                                                        unsigned int Flags);
+#endif
 #if !defined(CUDA_VERSION) || CUDA_VERSION < 12040
 typedef CUresult (CUDAAPI *PFN_cuFuncGetParamInfo_v12040)(CUfunction func,
                                                           size_t paramIndex,

@@ -10,7 +10,7 @@
  * emitted there too when a reset of the device (from any env) is done,
  * with null, or the error it failed with: objects made before are gone
  * then, in every env. Listeners run as any EventEmitter listener does: an
- * exception thrown by one is an uncaught exception. */
+ * exception thrown by one is an uncaught exception ('uncaughtException'). */
 #include "addon.h"
 #include "devstate.h"
 
@@ -48,8 +48,14 @@ static void emit_all(napi_env env, struct dev *d, const char *event, napi_value 
         napi_typeof(env, emit, &t) != napi_ok || t != napi_function)
       continue;
     napi_call_function(env, objs[i], emit, 2, argv, NULL);
-    /* A listener threw: that is the uncaught exception; stop here. */
-    if (napi_is_exception_pending(env, &pending) == napi_ok && pending) break;
+    /* A listener threw: an uncaught exception, as from any emitter; it must
+     * not stay pending in the env (the promise helper's next settle would
+     * fail). Stop here. */
+    if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+      napi_value e;
+      if (napi_get_and_clear_last_exception(env, &e) == napi_ok) napi_fatal_exception(env, e);
+      break;
+    }
   }
   free(objs);
 }
@@ -150,6 +156,17 @@ void fault_after_error(napi_env env, struct dev *d, int err) {
   if (devstate_enter(d->ordinal, &gen) != 0) return; /* a reset runs */
   fault_check(d, gen);
   devstate_leave(d->ordinal);
+}
+
+void fault_after_settle(napi_env env, struct dev *d, int err) {
+  struct addon_env *ae;
+  fault_after_error(env, d, err);
+  /* This env learns of it now, before the continuations of the rejected
+   * promise run (the announcement, queued to every env, is then a no-op
+   * here; it is not waited for: an env that has nothing else to do may
+   * end first). Never at teardown: JS may not run then. */
+  if (d == NULL || uvcuda_cuda_result(err) == 0 || uvcuda_napi_closing(env)) return;
+  if ((ae = addon_env_get(env)) != NULL) emit_fault(env, ae, d->ordinal);
 }
 
 /* device.health: 'healthy', or the code of the sticky error the device's

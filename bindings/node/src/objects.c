@@ -177,13 +177,13 @@ static void res_settle(napi_env env, struct res *r);
 
 /* The CUDA object goes, never waiting for the device on this thread:
  * freeing device memory or unloading a module waits for the device, so
- * those go to the reaper (reaper.c). At env teardown (in_teardown) the
- * work of cancelled promises may still be queued: pooled memory is then
- * freed by the reaper's cuMemFree too (it waits for that work), not by
- * cuMemFreeAsync on the allocation stream, which is not ordered after the
- * user's streams. An object of a generation a reset ended is gone already:
- * nothing is passed to the driver. */
-static void destroy_now(napi_env env, struct res *r, int in_teardown) {
+ * those go to the reaper (reaper.c); pooled memory is freed in stream
+ * order on the allocation stream (which, at env teardown, first waits for
+ * the work still queued on the env's streams: order_pooled_frees). Where
+ * that is not possible (a reset runs), the reaper's cuMemFree does it. An
+ * object of a generation a reset ended is gone already: nothing is passed
+ * to the driver. */
+static void destroy_now(napi_env env, struct res *r) {
   struct dev *d = r->dev;
   r->destroyed = 1;
   switch (r->kind) {
@@ -195,7 +195,7 @@ static void destroy_now(napi_env env, struct res *r, int in_teardown) {
     case RES_MEMORY: {
       struct mem_res *m = (struct mem_res *)r;
       uint64_t gen;
-      if (m->pooled && !in_teardown && devstate_enter(d->ordinal, &gen) == 0) {
+      if (m->pooled && devstate_enter(d->ordinal, &gen) == 0) {
         if (gen == r->gen && d->gen == gen && d->alloc_stream) {
           CUcontext prev = ctx_push(d);
           if (cu.cuMemFreeAsync(m->ptr, d->alloc_stream) != CUDA_SUCCESS)
@@ -240,7 +240,7 @@ static void res_settle(napi_env env, struct res *r) {
       ae->grave = r;
       return;
     }
-    destroy_now(env, r, 0);
+    destroy_now(env, r);
   }
   if (r->destroyed && !r->wrapped && r->ops == 0) {
     if (r->kind == RES_MODULE) free(((struct mod_res *)r)->ptx);
@@ -249,19 +249,53 @@ static void res_settle(napi_env env, struct res *r) {
   }
 }
 
-/* At env teardown: everything goes to the reaper, in the order it was
- * buried, and nothing waits here. The work of promises cancelled by the
- * teardown may still be queued on the GPU: a worker ends at once all the
- * same, and the reaper's cuMemFree / cuModuleUnload wait for that work
- * before the memory or module goes (cuStreamDestroy does not wait, and
- * the stream's queued work still runs). */
+/* At env teardown the work of promises cancelled by the teardown may
+ * still be queued on the env's streams, and use its pooled memory:
+ * cuMemFreeAsync on the allocation stream would not wait for it. So the
+ * allocation stream first waits (cuStreamWaitEvent, on the device, not
+ * here) for what is queued on every stream of the env now; the frees come
+ * after. (A cuMemFree on the reaper would wait too, but on a GPU it holds
+ * launches of every other thread for as long: 260 ms behind a 300 ms
+ * kernel on the H200.) */
+static void order_pooled_frees(struct addon_env *ae) {
+  struct res *r;
+  CUcontext prev;
+  CUevent e;
+  uint64_t gen;
+  int i;
+  for (i = 0; i < ae->ndevs; i++) {
+    struct dev *d = ae->devs[i];
+    if (d == NULL || devstate_enter(d->ordinal, &gen) != 0) continue;
+    if (d->alloc_stream != NULL && d->gen == gen) {
+      prev = ctx_push(d);
+      for (r = ae->grave; r; r = r->grave_next) {
+        struct stream_res *s = (struct stream_res *)r;
+        if (r->kind != RES_STREAM || r->dev != d || !s->owned || r->gen != gen) continue;
+        if (cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) continue;
+        if (cu.cuEventRecord(e, s->stream) == CUDA_SUCCESS)
+          cu.cuStreamWaitEvent(d->alloc_stream, e, 0);
+        cu.cuEventDestroy(e); /* the wait keeps what it needs */
+      }
+      ctx_pop(prev, d);
+    }
+    devstate_leave(d->ordinal);
+  }
+}
+
+/* At env teardown: nothing waits here for the GPU. A worker ends at once;
+ * the work of its cancelled promises goes on, and what it uses goes after
+ * it: pooled memory in stream order (order_pooled_frees), other memory and
+ * modules on the reaper, whose cuMemFree / cuModuleUnload wait for the
+ * device (cuStreamDestroy does not wait, and the stream's queued work still
+ * runs). */
 void addon_env_free_grave(struct addon_env *ae) {
   struct res *r;
+  order_pooled_frees(ae);
   /* Destroying a Kernel may put its Module here: loop until empty. */
   while ((r = ae->grave) != NULL) {
     ae->grave = r->grave_next;
     r->in_grave = 0;
-    destroy_now(ae->env, r, 1);
+    destroy_now(ae->env, r);
     if (!r->wrapped && r->ops == 0) {
       if (r->kind == RES_MODULE) free(((struct mod_res *)r)->ptx);
       if (r->dev) dev_unref(r->dev);

@@ -192,7 +192,7 @@ static napi_status op_convert(napi_env env, void *data, const napi_value *kept,
  * done may still use the bounce: the reaper frees it after that work. */
 static void op_release(napi_env env, void *data, int status) {
   struct op *o = data;
-  if (status != 0 && status != UVCUDA_ECANCELED) fault_after_error(env, o->dev, status);
+  if (status != 0 && status != UVCUDA_ECANCELED) fault_after_settle(env, o->dev, status);
   if (status != 0 && o->enqueued && o->bounce != NULL) {
     reap_host_free(o->ordinal, o->gen, o->ctx, o->own_stream, o->bounce);
     o->bounce = NULL; /* the reaper's now, or left allocated (reaper.h) */
@@ -276,7 +276,7 @@ static void pool_complete(napi_env env, napi_status status, void *data) {
       napi_reject_deferred(env, o->deferred, v);
     else if (err == 0 && napi_get_undefined(env, &v) == napi_ok)
       napi_resolve_deferred(env, o->deferred, v);
-    if (err != 0 && err != UVCUDA_ECANCELED) fault_after_error(env, o->dev, err);
+    if (err != 0 && err != UVCUDA_ECANCELED) fault_after_settle(env, o->dev, err);
   }
   for (i = 0; i < o->nrefs; i++) napi_delete_reference(env, o->refs[i]);
   napi_delete_async_work(env, o->work);
