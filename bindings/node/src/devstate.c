@@ -227,10 +227,14 @@ void devstate_note_fault(int ordinal, uint64_t gen, int err) {
  * µs) in RELAXED capture mode. */
 static void *watch_main(void *arg) {
   struct timespec ts = {0, WATCH_INTERVAL_NS};
+  CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
   uint64_t gen;
   CUcontext ctx;
   int i, err;
   (void)arg;
+  /* A query from this thread must never invalidate a capture that a JS
+   * thread records in the default (GLOBAL) mode. */
+  cu.cuThreadExchangeStreamCaptureMode(&relaxed);
   for (;;) {
     pthread_mutex_lock(&subs_mu);
     while (subs == NULL) pthread_cond_wait(&subs_cv, &subs_mu);
