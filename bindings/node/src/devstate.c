@@ -148,6 +148,12 @@ int devstate_reset_run(int ordinal) {
   if (reached_driver(err)) __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
   pthread_mutex_lock(&d->mu);
   d->resetting = 0;
+  /* A driver that keeps the fault (new work still fails with it): the same
+   * fault, in the new generation too, not a new one to announce. */
+  if (reached_driver(err) && uvcuda_cuda_result(err) != 0 && d->faults > 0) {
+    d->fault_gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
+    d->fault_err = err;
+  }
   pthread_mutex_unlock(&d->mu);
   pthread_rwlock_unlock(&d->rw);
   if (reached_driver(err)) announce(NOTE_RESET, ordinal, err);

@@ -201,3 +201,35 @@ test('health, reset and fault events: arguments and a second reset at once', asy
     aborted: 'AbortError', health: 'healthy',
   });
 });
+
+test('a driver that keeps the fault: reset() rejects saying to restart, health stays faulted', async () => {
+  // The H200 with driver 580 behaves so (new work still fails with
+  // CUDA_ERROR_ILLEGAL_ADDRESS after cuDevicePrimaryCtxReset); here the
+  // simulated reset is made to fail with that error.
+  const res = await runChild(`${helpers}
+    (async () => {
+      const k = common.setup();
+      const out = { events: [], resets: [] };
+      k.dev.on('fault', (e) => out.events.push(e.code));
+      k.dev.on('reset', (e) => out.resets.push(e && e.code));
+      out.pending = await fault(k);
+      out.reset = await k.dev.reset().then(() => ({ ok: true }),
+        (e) => ({ code: e.code, ordinal: e.ordinal, restart: /restart the process/.test(e.message),
+                  isError: e instanceof Error }));
+      out.health = k.dev.health;
+      try { k.dev.createStream(); out.later = 'made'; } catch (e) { out.later = e.code; }
+      await new Promise((r) => setTimeout(r, 250)); // the watcher's polls: no new fault
+      console.log(JSON.stringify(out));
+      process.exit(0);
+    })();`, { env: { SIMCUDA_FAIL: 'cuDevicePrimaryCtxReset=CUDA_ERROR_ILLEGAL_ADDRESS' } });
+  assert.equal(res.signal, null, res.stderr);
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), {
+    events: [illegal],
+    resets: [illegal],
+    pending: [illegal, illegal, illegal, illegal, illegal],
+    reset: { code: illegal, ordinal: 0, restart: true, isError: true },
+    health: illegal,
+    later: illegal,
+  });
+});
