@@ -466,3 +466,26 @@ test('CUDA objects refuse postMessage', () => {
     port2.close();
   }
 });
+
+test('how long the copy calls hold the JS thread behind a 200 ms kernel (printed, not asserted)', async () => {
+  // CUDA's API synchronization rules say a device-to-pageable-host copy
+  // returns only once the copy is done, so copyFromDevice (its buffer is
+  // malloc'ed, pageable) may hold the JS thread until the kernel ahead of
+  // it ends. Measured here for the record; not a pass/fail criterion.
+  const s = dev.createStream();
+  const m = dev.alloc(1 << 20);
+  await s.memset(m, 1);
+  const time = (f) => {
+    const t0 = process.hrtime.bigint();
+    const p = f();
+    return [Number(process.hrtime.bigint() - t0) / 1e6, p];
+  };
+  s.launch(k.sleep, 1, 1, [200_000_000n]);
+  const [toMs, p1] = time(() => s.copyToDevice(m, new Uint8Array(1 << 20)));
+  await p1;
+  s.launch(k.sleep, 1, 1, [200_000_000n]);
+  const [fromMs, p2] = time(() => s.copyFromDevice(new Uint8Array(1 << 20), m));
+  await p2;
+  console.log(`# behind a 200 ms kernel: the copyToDevice call took ${toMs.toFixed(2)} ms, ` +
+              `the copyFromDevice call ${fromMs.toFixed(2)} ms (1 MiB each)`);
+});
