@@ -10,7 +10,10 @@
       "sources": [
         "src/addon.c",
         "src/cu.c",
+        "src/devstate.c",
+        "src/fault.c",
         "src/objects.c",
+        "src/params.c",
         "src/reaper.c",
         "src/stream.c",
       ],

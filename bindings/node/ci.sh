@@ -2,13 +2,16 @@
 # The npm package end to end, the way Node users get it (test/ci.sh runs
 # this; it also runs alone):
 #   1. npm ci (pinned tools from the npm registry, a local cache), the
-#      prebuild (prebuildify: prebuilds/linux-x64/node.napi.glibc.node),
-#      npm pack
+#      type test of index.d.ts (tsc --strict over test/types/usage.mts, no
+#      @types/node), the prebuild (prebuildify:
+#      prebuilds/linux-x64/node.napi.glibc.node), npm pack
 #   2. the tarball installed into an empty directory with NO compiler on
 #      PATH: require('uvcuda') and import { openDevice } from 'uvcuda'
 #   3. the tarball installed with --build-from-source into another one
-#      (node-gyp compiles it), and the package's own `npm test` there, on
-#      uvcuda's simulated driver
+#      (node-gyp compiles it) with the CUDA Toolkit out of sight (no
+#      CUDA_PATH, CPATH or C_INCLUDE_PATH; no compile line or dependency
+#      names it), and the package's own `npm test` there, on uvcuda's
+#      simulated driver
 #   4. the sample addon examples/node-addon: built with node-gyp against
 #      the installed package and with Meson (uvcuda as a subproject),
 #      tested both ways on the simulated driver
@@ -51,9 +54,17 @@ sim=$UVCUDA_LIBCUDA
 # Nothing below may fall back on the repository's own addon builds.
 unset UVCUDA_LIBCUDA UVCUDA_NODE_ADDON UVCUDA_TEST_PTX
 
-step "1. npm ci, prebuild, npm pack"
+# What a build that used the CUDA Toolkit leaves in a log or in its
+# dependency files (deps/uvcuda/include is not it).
+toolkit_seen() {
+  grep -E '/usr/local/cuda|[^v]cuda/include|/cuda\.h|cudaTypedefs' /dev/null "$@"
+}
+
+step "1. npm ci, type test, prebuild, npm pack"
 rm -rf build prebuilds uvcuda-*.tgz
 npm ci --ignore-scripts --no-save >/dev/null
+npm run --silent typecheck
+echo "index.d.ts: test/types/usage.mts compiles with tsc --strict, no @types/node"
 npm run --silent prebuildify
 npm pack --silent --pack-destination "$work" >/dev/null
 tgz=$(ls "$work"/uvcuda-*.tgz)
@@ -87,8 +98,24 @@ mkdir -p "$work/app-built"
 (
   cd "$work/app-built"
   echo '{ "name": "app", "version": "1.0.0", "private": true }' > package.json
-  npm install --no-save "$tgz" --build-from-source
+  # No CUDA Toolkit: lib/cuda-api.h declares the driver API. gyp's
+  # dependency files (build/**/*.d) hold each compile line and every
+  # header it read.
+  if ! env -u CPATH -u C_INCLUDE_PATH CUDA_PATH=/nonexistent \
+      npm install --no-save "$tgz" --build-from-source --foreground-scripts \
+      > "$work/build.log" 2>&1; then
+    cat "$work/build.log"
+    exit 1
+  fi
   test -f node_modules/uvcuda/build/Release/uvcuda.node
+  deps=$(find node_modules/uvcuda/build -name '*.o.d')
+  lines=$(cat $deps | grep -c '^cmd_')
+  [ "$lines" -gt 20 ]   # the addon's files, the helper and lib/
+  if toolkit_seen "$work/build.log" $deps; then
+    echo "the addon's build used the CUDA Toolkit" >&2
+    exit 1
+  fi
+  echo "built from source without the CUDA Toolkit: $lines compile lines, none names it"
   node -e "
     const p = require('node-gyp-build').path(require('node:path').dirname(require.resolve('uvcuda/package.json')));
     if (!p.endsWith('/build/Release/uvcuda.node')) { console.error('loads', p); process.exit(1); }
@@ -105,8 +132,12 @@ rm -rf "$work/sample/build" "$work/sample/node_modules" "$work/sample/subproject
   # As its author would, against the tarball: uvcuda (its prebuild), then
   # the sample's own install script, node-gyp rebuild.
   npm pkg set "dependencies.uvcuda=file:$tgz"
-  npm install
+  env -u CPATH -u C_INCLUDE_PATH CUDA_PATH=/nonexistent npm install
   test -f build/Release/example.node
+  if toolkit_seen $(find build -name '*.o.d'); then
+    echo "the sample's build used the CUDA Toolkit" >&2
+    exit 1
+  fi
   UVCUDA_LIBCUDA=$sim npm test
 )
 

@@ -1,9 +1,12 @@
 // Type declarations for uvcuda (Node.js binding). Every asynchronous call
-// returns a Promise that settles on the JS thread when the GPU work is done.
-// Bad arguments throw TypeError / RangeError synchronously; GPU and driver
-// errors reject (or, for synchronous calls, throw) a UvcudaError.
-
-/// <reference types="node" />
+// returns a Promise that settles on the JS thread when the GPU work is done
+// and reports every error, bad arguments included, as a rejection;
+// synchronous calls throw. Errors carry a Node-style `code`.
+//
+// Self-contained: no @types/node and no DOM types are needed (the few
+// shapes used from them, AbortSignal and EventEmitter, are declared here
+// structurally: Node's own objects fit them). Array inputs are readonly:
+// `as const` literals are accepted.
 
 /** Host memory a copy reads or writes. */
 export type BufferSource = ArrayBufferView | ArrayBuffer;
@@ -17,17 +20,52 @@ export type ParamType =
 export type KernelArg = DeviceMemory | bigint | number | null;
 
 /** Launch dimensions: x, or [x], [x, y], [x, y, z] (positive integers). */
-export type Dim3 = number | [number] | [number, number] | [number, number, number];
+export type Dim3 =
+  | number
+  | readonly [number]
+  | readonly [number, number]
+  | readonly [number, number, number];
 
-/** The Error of GPU and driver failures. */
+/** What an AbortSignal offers that uvcuda uses (Node's AbortSignal, a DOM
+ * one, or any object of this shape). */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  readonly reason?: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/** The options of every call that returns a Promise, after its positional
+ * arguments. */
+export interface AwaitOptions {
+  /** Aborting rejects the promise at once with an AbortError; the GPU work
+   * goes on (and keeps what it uses alive until it is done). An aborted
+   * signal rejects without enqueuing anything. */
+  signal?: AbortSignalLike;
+}
+
+/** The Error of GPU, driver and argument failures. */
 export interface UvcudaError extends Error {
   /** 'CUDA_ERROR_ILLEGAL_ADDRESS', 'UVCUDA_ECAPTURING', 'UVCUDA_ENODRIVER',
-   * 'EBUSY', ... (uvcuda_err_name) */
+   * 'EBUSY' (uvcuda_err_name), or Node's 'ERR_INVALID_ARG_TYPE',
+   * 'ERR_INVALID_ARG_VALUE', 'ERR_OUT_OF_RANGE', 'ERR_INVALID_STATE'. */
   code: string;
-  /** The negative uvcuda error code; CUDA result r is -20000 - r. */
-  errno: number;
+  /** The negative uvcuda error code (uvcuda and CUDA errors); CUDA result r
+   * is -20000 - r. */
+  errno?: number;
   /** The CUresult, for CUDA driver errors. */
   cudaResult?: number;
+  /** The device, for 'fault' and 'reset' events and reset() rejections. */
+  ordinal?: number;
+}
+
+/** The rejection of an aborted call (as Node core's): name 'AbortError',
+ * code 'ABORT_ERR', cause: the signal's reason. */
+export class AbortError extends Error {
+  constructor(message?: string, options?: { cause?: unknown });
+  readonly code: 'ABORT_ERR';
+  readonly name: 'AbortError';
+  readonly cause?: unknown;
 }
 
 export interface DriverInfo {
@@ -81,7 +119,20 @@ export interface Stats {
   latencyHistogram: number[];
 }
 
-/** A CUDA device (its primary context). new Device(n) === openDevice(n). */
+/** 'healthy', or the code of the sticky error the device has
+ * ('CUDA_ERROR_ILLEGAL_ADDRESS', ...). */
+export type Health = 'healthy' | (string & {});
+
+type Listener = (...args: any[]) => void;
+
+/** A CUDA device (its primary context). new Device(n) === openDevice(n) as
+ * to what it opens; each call makes a new object. An EventEmitter (Node's):
+ *   'fault' (error: UvcudaError)  once per fault of the device, on every
+ *                                  Device object of it in every thread;
+ *   'reset' (error: UvcudaError | null)  a reset of the device (from any
+ *                                  thread) is done: null when new work works;
+ *                                  objects made before are gone.
+ * Neither event keeps a thread alive. */
 export class Device {
   /** Throws RangeError for an ordinal out of range, UvcudaError without a driver. */
   constructor(ordinal?: number);
@@ -89,6 +140,8 @@ export class Device {
   readonly name: string;
   /** [major, minor] */
   readonly computeCapability: [number, number];
+  /** 'healthy' or the sticky error's code, asked of the driver now. */
+  readonly health: Health;
   /** A new non-blocking stream. */
   createStream(): Stream;
   /** Device memory of byteLength bytes (contents undefined). From the
@@ -97,6 +150,35 @@ export class Device {
   /** Loads a PTX (or cubin) image. Synchronous, and the driver waits for the
    * device to be idle: load modules before starting GPU work. */
   loadModule(image: string | BufferSource): Module;
+  /** Recovery after a fault, for the whole process: resolves once new work
+   * completes on the device; every stream, allocation, module and kernel of
+   * it made before is gone (work on them rejects
+   * CUDA_ERROR_CONTEXT_IS_DESTROYED). Rejects with the driver's error
+   * (CUDA_ERROR_ILLEGAL_ADDRESS) where the driver keeps the fault: restart
+   * the process then. */
+  reset(options?: AwaitOptions): Promise<void>;
+
+  on(event: 'fault', listener: (error: UvcudaError) => void): this;
+  on(event: 'reset', listener: (error: UvcudaError | null) => void): this;
+  on(event: string | symbol, listener: Listener): this;
+  once(event: 'fault', listener: (error: UvcudaError) => void): this;
+  once(event: 'reset', listener: (error: UvcudaError | null) => void): this;
+  once(event: string | symbol, listener: Listener): this;
+  addListener(event: 'fault', listener: (error: UvcudaError) => void): this;
+  addListener(event: 'reset', listener: (error: UvcudaError | null) => void): this;
+  addListener(event: string | symbol, listener: Listener): this;
+  prependListener(event: string | symbol, listener: Listener): this;
+  prependOnceListener(event: string | symbol, listener: Listener): this;
+  off(event: string | symbol, listener: Listener): this;
+  removeListener(event: string | symbol, listener: Listener): this;
+  removeAllListeners(event?: string | symbol): this;
+  setMaxListeners(n: number): this;
+  getMaxListeners(): number;
+  listeners(event: string | symbol): Function[];
+  rawListeners(event: string | symbol): Function[];
+  listenerCount(event: string | symbol, listener?: Function): number;
+  emit(event: string | symbol, ...args: any[]): boolean;
+  eventNames(): (string | symbol)[];
 }
 
 export class Stream {
@@ -114,26 +196,50 @@ export class Stream {
   /** Promises pending on this stream. */
   readonly pending: number;
 
-  /** Copies all of src into dst at dstOffset. */
-  copyToDevice(dst: DeviceMemory, src: BufferSource, dstOffset?: number): Promise<void>;
-  /** Fills all of dst from src at srcOffset; resolves with dst. */
-  copyFromDevice<T extends BufferSource>(dst: T, src: DeviceMemory, srcOffset?: number): Promise<T>;
+  /** Copies all of src into dst at dstOffset. src is read at the call:
+   * changing, transferring or detaching it afterwards changes nothing. */
+  copyToDevice(dst: DeviceMemory, src: BufferSource, options?: AwaitOptions): Promise<void>;
+  copyToDevice(dst: DeviceMemory, src: BufferSource, dstOffset?: number,
+               options?: AwaitOptions): Promise<void>;
+  /** Fills all of dst from src at srcOffset; resolves with dst. Rejects
+   * ERR_INVALID_STATE (writing nothing) if dst was detached or transferred
+   * before the copy was done; after an abort dst is left alone. */
+  copyFromDevice<T extends BufferSource>(dst: T, src: DeviceMemory,
+                                         options?: AwaitOptions): Promise<T>;
+  copyFromDevice<T extends BufferSource>(dst: T, src: DeviceMemory, srcOffset?: number,
+                                         options?: AwaitOptions): Promise<T>;
   /** byteLength defaults to src.byteLength - srcOffset. */
+  copyDevice(dst: DeviceMemory, src: DeviceMemory, options?: AwaitOptions): Promise<void>;
   copyDevice(dst: DeviceMemory, src: DeviceMemory, byteLength?: number,
-             dstOffset?: number, srcOffset?: number): Promise<void>;
+             options?: AwaitOptions): Promise<void>;
+  copyDevice(dst: DeviceMemory, src: DeviceMemory, byteLength?: number,
+             dstOffset?: number, options?: AwaitOptions): Promise<void>;
+  copyDevice(dst: DeviceMemory, src: DeviceMemory, byteLength?: number,
+             dstOffset?: number, srcOffset?: number, options?: AwaitOptions): Promise<void>;
   /** Sets bytes to value (0..255); byteLength defaults to the rest of dst. */
-  memset(dst: DeviceMemory, value: number, byteLength?: number, offset?: number): Promise<void>;
+  memset(dst: DeviceMemory, value: number, options?: AwaitOptions): Promise<void>;
+  memset(dst: DeviceMemory, value: number, byteLength?: number,
+         options?: AwaitOptions): Promise<void>;
+  memset(dst: DeviceMemory, value: number, byteLength?: number, offset?: number,
+         options?: AwaitOptions): Promise<void>;
   /** Launches kernel; args follow its signature. Resolves when it has run. */
-  launch(kernel: Kernel, grid: Dim3, block: Dim3, args?: KernelArg[],
-         sharedMemBytes?: number): Promise<void>;
+  launch(kernel: Kernel, grid: Dim3, block: Dim3, options?: AwaitOptions): Promise<void>;
+  launch(kernel: Kernel, grid: Dim3, block: Dim3, args?: readonly KernelArg[],
+         options?: AwaitOptions): Promise<void>;
+  launch(kernel: Kernel, grid: Dim3, block: Dim3, args?: readonly KernelArg[],
+         sharedMemBytes?: number, options?: AwaitOptions): Promise<void>;
   /** Resolves once the work enqueued so far on this stream is done. */
-  fence(): Promise<void>;
+  fence(options?: AwaitOptions): Promise<void>;
   /** Baseline (what addons do today): napi_create_async_work running
    * cuStreamSynchronize on a libuv pool thread. For comparison. */
-  fenceOnThreadPool(): Promise<void>;
+  fenceOnThreadPool(options?: AwaitOptions): Promise<void>;
   /** Baseline: launch + cuStreamSynchronize on a libuv pool thread. */
-  launchOnThreadPool(kernel: Kernel, grid: Dim3, block: Dim3, args?: KernelArg[],
-                     sharedMemBytes?: number): Promise<void>;
+  launchOnThreadPool(kernel: Kernel, grid: Dim3, block: Dim3,
+                     options?: AwaitOptions): Promise<void>;
+  launchOnThreadPool(kernel: Kernel, grid: Dim3, block: Dim3, args?: readonly KernelArg[],
+                     options?: AwaitOptions): Promise<void>;
+  launchOnThreadPool(kernel: Kernel, grid: Dim3, block: Dim3, args?: readonly KernelArg[],
+                     sharedMemBytes?: number, options?: AwaitOptions): Promise<void>;
   /** Starts graph capture (the graph is discarded at endCapture); awaiting
    * a capturing stream rejects with UVCUDA_ECAPTURING. */
   beginCapture(mode?: 'global' | 'thread-local' | 'relaxed'): void;
@@ -145,8 +251,9 @@ export class Stream {
 export class DeviceMemory {
   private constructor();
   readonly byteLength: number;
-  /** The device pointer (0n once freed). Work enqueued with it by other code
-   * is not tracked: it must be done before free(). */
+  /** The device pointer (0n once freed, or gone with a reset). Work
+   * enqueued with it by other code is not tracked: it must be done before
+   * free(). */
   readonly ptr: bigint;
   readonly device: Device;
   readonly freed: boolean;
@@ -163,8 +270,10 @@ export class Module {
   private constructor();
   readonly device: Device;
   readonly unloaded: boolean;
-  /** A kernel of this module with its parameter types. */
-  getFunction(name: string, signature: ParamType[]): Kernel;
+  /** A kernel of this module with its parameter types: one per parameter
+   * (checked against the kernel where the driver or the PTX says how many;
+   * TypeError ERR_INVALID_ARG_VALUE otherwise). */
+  getFunction(name: string, signature: readonly ParamType[]): Kernel;
   /** Unloads once no Kernel of it and no launch pending needs it. */
   unload(): void;
 }
@@ -172,7 +281,7 @@ export class Module {
 export class Kernel {
   private constructor();
   readonly name: string;
-  readonly signature: ParamType[];
+  readonly signature: readonly ParamType[];
   readonly module: Module;
 }
 
@@ -190,7 +299,9 @@ export function driverInfo(): DriverInfo;
 export function deviceCount(): number;
 export function openDevice(ordinal?: number): Device;
 /** Awaits a Stream, or a raw CUstream handle from another addon. */
-export function fence(stream: Stream | bigint, device?: Device): Promise<void>;
+export function fence(stream: Stream | bigint, options?: AwaitOptions): Promise<void>;
+export function fence(stream: Stream | bigint, device?: Device,
+                      options?: AwaitOptions): Promise<void>;
 /** Options of this env's uvcuda loop context; before any other GPU call of
  * the env, else throws EBUSY. */
 export function configure(options: ConfigureOptions): void;

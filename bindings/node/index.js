@@ -43,6 +43,7 @@ function load() {
 }
 
 const native = load();
+const { EventEmitter } = require('node:events');
 
 // console.log(device) & co show what matters, not an empty object.
 const inspect = Symbol.for('nodejs.util.inspect.custom');
@@ -64,16 +65,164 @@ for (const [name, fields] of Object.entries(shown)) {
   });
 }
 
+// A Device is an EventEmitter: the addon emits 'fault' on every Device
+// object of a device once per fault (see docs/guide-node.md).
+Object.setPrototypeOf(native.Device.prototype, EventEmitter.prototype);
+
+/** The rejection of an aborted call, as Node core's: name 'AbortError',
+ * code 'ABORT_ERR', cause: the signal's reason. */
+class AbortError extends Error {
+  constructor(message = 'The operation was aborted', options = undefined) {
+    super(message, options);
+    this.code = 'ABORT_ERR';
+    this.name = 'AbortError';
+  }
+}
+
+const classes = [native.Device, native.Stream, native.DeviceMemory, native.Module,
+  native.Kernel];
+
+// The options bag `{ signal }` after the positional arguments: a plain
+// object, never one of the values a positional argument can be.
+function isOptions(v) {
+  if (v === null || typeof v !== 'object') return false;
+  if (Array.isArray(v) || ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return false;
+  if (typeof SharedArrayBuffer === 'function' && v instanceof SharedArrayBuffer) return false;
+  for (const C of classes) if (v instanceof C) return false;
+  return true;
+}
+
+function received(v) {
+  if (v === null || v === undefined) return ` Received ${v}`;
+  if (typeof v === 'function') return ` Received function ${v.name}`;
+  if (typeof v === 'object') {
+    return v.constructor && v.constructor.name
+      ? ` Received an instance of ${v.constructor.name}` : ' Received an object';
+  }
+  let shown = String(v).slice(0, 28);
+  if (typeof v === 'string') shown = `'${shown}'`;
+  return ` Received type ${typeof v} (${shown})`;
+}
+
+function invalidSignal(signal) {
+  const err = new TypeError('The "options.signal" property must be an instance of ' +
+    `AbortSignal.${received(signal)}`);
+  err.code = 'ERR_INVALID_ARG_TYPE';
+  return err;
+}
+
+// One 'abort' listener per signal, however many calls wait on it; removed
+// when the last of them settles.
+const waiting = new WeakMap();
+
+function watch(signal, onAbort) {
+  let set = waiting.get(signal);
+  if (set === undefined) {
+    set = new Set();
+    set.listener = () => {
+      waiting.delete(signal);
+      for (const f of set) f();
+    };
+    waiting.set(signal, set);
+    signal.addEventListener('abort', set.listener, { once: true });
+  }
+  set.add(onAbort);
+}
+
+function unwatch(signal, onAbort) {
+  const set = waiting.get(signal);
+  if (set === undefined) return;
+  set.delete(onAbort);
+  if (set.size === 0) {
+    waiting.delete(signal);
+    signal.removeEventListener('abort', set.listener);
+  }
+}
+
+// The GPU work goes on after an abort: `p` (the addon's promise) still
+// holds every buffer and device object the work uses until it is done.
+function abortable(p, signal) {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(new AbortError(undefined, { cause: signal.reason }));
+    watch(signal, onAbort);
+    p.then((v) => {
+      unwatch(signal, onAbort);
+      resolve(v);
+    }, (e) => {
+      unwatch(signal, onAbort);
+      reject(e);
+    });
+  });
+}
+
+/** Wraps fn (an addon function returning a Promise) so that it takes an
+ * options bag `{ signal }` after its `positional` arguments (of which
+ * `required` come first). With `passSignal`, the signal goes to fn after
+ * the positional arguments. */
+function withSignal(fn, required, positional, passSignal = false) {
+  const wrapped = {
+    [fn.name](...args) {
+      const n = args.length;
+      if (n <= required || !isOptions(args[n - 1])) return fn.apply(this, args);
+      const { signal } = args.pop();
+      if (signal === undefined) return fn.apply(this, args);
+      if (signal === null || typeof signal !== 'object' || !('aborted' in signal) ||
+          typeof signal.addEventListener !== 'function') {
+        return Promise.reject(invalidSignal(signal));
+      }
+      if (signal.aborted) {
+        return Promise.reject(new AbortError(undefined, { cause: signal.reason }));
+      }
+      if (passSignal) {
+        args.length = positional;
+        args.push(signal);
+      }
+      return abortable(fn.apply(this, args), signal);
+    },
+  }[fn.name];
+  Object.defineProperty(wrapped, 'length', { value: fn.length });
+  return wrapped;
+}
+
+// [method, required arguments, positional arguments, pass the signal]
+const awaiting = {
+  Stream: [
+    ['copyToDevice', 2, 3],
+    ['copyFromDevice', 2, 3, true], // an aborted copy leaves dst alone
+    ['copyDevice', 2, 5],
+    ['memset', 2, 4],
+    ['launch', 3, 5],
+    ['fence', 0, 0],
+    ['fenceOnThreadPool', 0, 0],
+    ['launchOnThreadPool', 3, 5],
+  ],
+  Device: [['reset', 0, 0]],
+};
+for (const [cls, methods] of Object.entries(awaiting)) {
+  const proto = native[cls].prototype;
+  for (const [name, required, positional, pass] of methods) {
+    Object.defineProperty(proto, name, {
+      value: withSignal(proto[name], required, positional, pass),
+      writable: true,
+      configurable: true,
+      enumerable: false,
+    });
+  }
+}
+
 /** Opens device `ordinal` (its primary context): same as new Device(ordinal). */
 function openDevice(ordinal = 0) {
   return new native.Device(ordinal);
 }
 
+const fenceWithSignal = withSignal(native.fence, 1, 2);
+
 /** Resolves once the work enqueued so far on `stream` is done. `stream` is a
  * Stream or a raw CUstream handle (BigInt) from another addon; the default
- * stream handles 0n/1n/2n need the Device whose context they refer to. */
-function fence(stream, device) {
-  return native.fence(stream, device);
+ * stream handles 0n/1n/2n need the Device whose context they refer to.
+ * Takes `{ signal }` last. */
+function fence(stream, device, options) {
+  return fenceWithSignal(...arguments);
 }
 
 module.exports = {
@@ -85,6 +234,7 @@ module.exports = {
   DeviceMemory: native.DeviceMemory,
   Module: native.Module,
   Kernel: native.Kernel,
+  AbortError,
   driverInfo: native.driverInfo,
   deviceCount: native.deviceCount,
   openDevice,

@@ -15,6 +15,7 @@ export const {
   DeviceMemory,
   Module,
   Kernel,
+  AbortError,
   driverInfo,
   deviceCount,
   openDevice,

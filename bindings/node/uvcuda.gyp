@@ -22,18 +22,21 @@
         "src/uvcuda_napi.c",
         "<!@(node scripts/gyp.js sources)",
       ],
+      # No CUDA Toolkit: lib/cuda-api.h declares the driver API uvcuda and
+      # the helper use (the driver is dlopen'ed at run time).
       "include_dirs": [
         "<(uvcuda_root)/include",
-        # CUDA Toolkit headers, until lib/ declares the driver types itself
-        "<!@(node scripts/gyp.js cuda)",
+        "<(uvcuda_root)/lib",
       ],
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-fPIC", "-fvisibility=hidden"],
       "cflags_c": ["-std=gnu11"],
       "direct_dependent_settings": {
+        # uvcuda.h, uvcuda/napi.h and cuda-api.h for the addon that
+        # depends on this target.
         "include_dirs": [
           "<(uvcuda_root)/include",
-          "<!@(node scripts/gyp.js cuda)",
+          "<(uvcuda_root)/lib",
         ],
       },
       "link_settings": {

@@ -32,12 +32,15 @@
  * main thread, which runs no cleanup): the helper's async cleanup hook
  * closes every pending future (their `release` runs with UVCUDA_ECANCELED;
  * their promises are left unsettled, since JS may no longer run), then
- * closes the loop context. Where cancelled work still has GPU writes in
- * flight, the env waits for them to land (uvcuda_loop_close), so a worker
- * with a long kernel pending exits when that kernel ends. Node runs the
- * finalizers of the env (napi_wrap, instance data, uvcuda_napi_set_data)
- * after all this: destroy CUDA objects there, not in a release that runs
- * with UVCUDA_ECANCELED, because the loop context may still query a stream
+ * closes the loop context. Nothing waits for the GPU: a worker with a long
+ * kernel pending ends at once, and the cancelled work goes on running. So
+ * a `release` with UVCUDA_ECANCELED must not free what that work still
+ * reads or writes (host buffers, device memory): hand it to a thread that
+ * waits for the stream first (cuMemFree and cuModuleUnload wait for the
+ * device by themselves, off the JS thread). Node runs the finalizers of the
+ * env (napi_wrap, instance data, uvcuda_napi_set_data) after all this:
+ * destroy CUDA objects there, not in a release that runs with
+ * UVCUDA_ECANCELED, because the loop context may still query a stream
  * while it closes.
  *
  * Unloading: Node dlclose()s an addon once the last worker that loaded it
@@ -81,8 +84,12 @@ typedef napi_status (*uvcuda_napi_convert_cb)(napi_env env, void *data,
 /* Frees `data`: runs exactly once per successful await, after the promise
  * settled (status 0 or the error it was rejected with), or at env teardown
  * with status UVCUDA_ECANCELED. With UVCUDA_ECANCELED it must not call
- * into JS (creating and deleting references and values is fine) and should
- * not destroy CUDA streams (see the teardown note above). */
+ * into JS (creating and deleting references and values is fine), should
+ * not destroy CUDA streams, and must not free memory the enqueued work
+ * reads or writes: that work may still run (see the teardown note above).
+ * Nor may it with an error status once the work reached the stream: a
+ * device reset (uvcuda_device_reset) fails pending work before it stops
+ * the device. */
 typedef void (*uvcuda_napi_release_cb)(napi_env env, void *data, int status);
 
 /* What to await, for uvcuda_napi_await_ex. Zero-initialise, then fill. */

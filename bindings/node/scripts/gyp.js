@@ -7,10 +7,8 @@
 //                                 the repository this directory is in (../..)
 //   node scripts/gyp.js sources   the C files under <root>/lib, one a line
 //                                 (globbed: lib/'s file names change)
-//   node scripts/gyp.js cuda      CUDA Toolkit headers to add, or nothing.
-//                                 Only while lib/ still includes <cuda.h>:
-//                                 $CUDA_PATH/include, else /usr/local/cuda/include
-//                                 when it has cuda.h.
+//
+// No CUDA Toolkit is involved: <root>/lib/cuda-api.h declares the driver API.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -32,16 +30,10 @@ function sources(dir) {
   return out;
 }
 
-function cuda() {
-  const dir = path.join(process.env.CUDA_PATH || '/usr/local/cuda', 'include');
-  return fs.existsSync(path.join(dir, 'cuda.h')) ? dir : '';
-}
-
 const what = process.argv[2];
 if (what === 'root') console.log(root());
 else if (what === 'sources') console.log(sources(`${root()}/lib`).join('\n'));
-else if (what === 'cuda') console.log(cuda());
 else {
-  console.error('usage: node scripts/gyp.js root|sources|cuda');
+  console.error('usage: node scripts/gyp.js root|sources');
   process.exit(2);
 }

@@ -41,7 +41,10 @@ function main() {
     return;
   }
   const lib = path.join(repo, 'lib');
-  if (!fs.existsSync(path.join(lib, 'driver.h'))) {
+  // The repository: its lib/ (whatever its files are called) next to
+  // include/uvcuda.h.
+  if (!fs.existsSync(path.join(repo, 'include', 'uvcuda.h')) ||
+      !fs.existsSync(lib) || !fs.readdirSync(lib).some((f) => f.endsWith('.c'))) {
     // Packing an unpacked package again: its copies are already in place.
     if (fs.existsSync(path.join(deps, 'uvcuda', 'lib'))) return;
     const err = new Error(`uvcuda: ${lib} not found; pack from bindings/node of the uvcuda repository`);

@@ -12,41 +12,83 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-static napi_value throw_v(napi_env env, int range, const char *fmt, va_list ap) {
-  char msg[512];
+enum { E_TYPE, E_RANGE, E_PLAIN };
+
+static napi_value throw_coded(napi_env env, int kind, const char *code_str,
+                              const char *fmt, va_list ap) {
+  char msg[768];
+  napi_value code, text, err;
+  napi_status s;
   vsnprintf(msg, sizeof(msg), fmt, ap);
-  if (range) napi_throw_range_error(env, "ERR_OUT_OF_RANGE", msg);
-  else napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", msg);
+  if (napi_create_string_utf8(env, code_str, NAPI_AUTO_LENGTH, &code) != napi_ok ||
+      napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text) != napi_ok)
+    return NULL;
+  if (kind == E_TYPE) s = napi_create_type_error(env, code, text, &err);
+  else if (kind == E_RANGE) s = napi_create_range_error(env, code, text, &err);
+  else s = napi_create_error(env, code, text, &err);
+  if (s == napi_ok) napi_throw(env, err);
   return NULL;
 }
 
-napi_value throw_type(napi_env env, const char *fmt, ...) {
+#define THROWER(fn, kind, code)                                  \
+  napi_value fn(napi_env env, const char *fmt, ...) {            \
+    va_list ap;                                                  \
+    va_start(ap, fmt);                                           \
+    throw_coded(env, kind, code, fmt, ap);                       \
+    va_end(ap);                                                  \
+    return NULL;                                                 \
+  }
+THROWER(throw_type, E_TYPE, "ERR_INVALID_ARG_TYPE")
+THROWER(throw_value, E_TYPE, "ERR_INVALID_ARG_VALUE")
+THROWER(throw_range, E_RANGE, "ERR_OUT_OF_RANGE")
+THROWER(throw_state, E_PLAIN, "ERR_INVALID_STATE")
+#undef THROWER
+
+static napi_value throw_fixed(napi_env env, int kind, const char *code,
+                              const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  throw_v(env, 0, fmt, ap);
+  throw_coded(env, kind, code, fmt, ap);
   va_end(ap);
   return NULL;
 }
 
-napi_value throw_range(napi_env env, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  throw_v(env, 1, fmt, ap);
-  va_end(ap);
-  return NULL;
+napi_value throw_illegal_constructor(napi_env env, const char *use) {
+  return throw_fixed(env, E_TYPE, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor: use %s",
+                     use);
+}
+
+static void set_errno(napi_env env, napi_value err, int e) {
+  napi_value num;
+  if (napi_create_int32(env, e, &num) == napi_ok)
+    napi_set_named_property(env, err, "errno", num);
 }
 
 napi_value throw_closed(napi_env env, const char *what) {
   char msg[256];
-  napi_value code, text, err, num;
+  napi_value code, text, err;
   snprintf(msg, sizeof(msg), "%s is closed (freed, destroyed or unloaded)", what);
   if (napi_create_string_utf8(env, uvcuda_err_name(UVCUDA_ECLOSING),
                               NAPI_AUTO_LENGTH, &code) != napi_ok ||
       napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text) != napi_ok ||
       napi_create_type_error(env, code, text, &err) != napi_ok)
     return NULL;
-  if (napi_create_int32(env, UVCUDA_ECLOSING, &num) == napi_ok)
-    napi_set_named_property(env, err, "errno", num);
+  set_errno(env, err, UVCUDA_ECLOSING);
+  napi_throw(env, err);
+  return NULL;
+}
+
+napi_value throw_stale(napi_env env, const char *what, int ordinal) {
+  char msg[256];
+  napi_value err, text;
+  if (uvcuda_napi_create_error(env, UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED),
+                               &err) != napi_ok)
+    return NULL;
+  snprintf(msg, sizeof(msg),
+           "%s was made before device %d was reset: it is gone with the reset; "
+           "make a new one", what, ordinal);
+  if (napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text) == napi_ok)
+    napi_set_named_property(env, err, "message", text);
   napi_throw(env, err);
   return NULL;
 }
@@ -67,10 +109,89 @@ int need_driver(napi_env env) {
   return -1;
 }
 
+napi_value reject_thrown(napi_env env, napi_value ret) {
+  bool pending = false;
+  napi_value err, promise;
+  napi_deferred d;
+  if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) return ret;
+  if (napi_get_and_clear_last_exception(env, &err) != napi_ok) return NULL;
+  if (napi_create_promise(env, &d, &promise) != napi_ok ||
+      napi_reject_deferred(env, d, err) != napi_ok) {
+    napi_throw(env, err); /* could not even make a promise: rethrow */
+    return NULL;
+  }
+  return promise;
+}
+
 struct addon_env *addon_env_get(napi_env env) {
   void *p = NULL;
   if (uvcuda_napi_get_data(env, &p) != napi_ok) return NULL;
   return p;
+}
+
+/* ---- describing values ------------------------------------------------- */
+
+static void js_string(napi_env env, napi_value v, char *buf, size_t size) {
+  napi_value str;
+  size_t len = 0;
+  buf[0] = '\0';
+  if (napi_coerce_to_string(env, v, &str) == napi_ok)
+    napi_get_value_string_utf8(env, str, buf, size, &len);
+}
+
+const char *describe(napi_env env, napi_value v, char *buf, size_t size) {
+  napi_valuetype t;
+  char tmp[128];
+  bool is = false;
+  if (v == NULL || napi_typeof(env, v, &t) != napi_ok) {
+    snprintf(buf, size, "undefined");
+    return buf;
+  }
+  switch (t) {
+    case napi_undefined: snprintf(buf, size, "undefined"); break;
+    case napi_null: snprintf(buf, size, "null"); break;
+    case napi_boolean:
+    case napi_number:
+      js_string(env, v, buf, size); /* NaN, 4294967296, 1e+21, -8, true */
+      break;
+    case napi_bigint:
+      js_string(env, v, tmp, sizeof(tmp));
+      snprintf(buf, size, "%sn", tmp);
+      break;
+    case napi_string: {
+      size_t len = 0;
+      napi_get_value_string_utf8(env, v, tmp, 41, &len);
+      snprintf(buf, size, "type string ('%s%s')", tmp, len >= 40 ? "..." : "");
+      break;
+    }
+    case napi_symbol: snprintf(buf, size, "a symbol"); break;
+    case napi_function: snprintf(buf, size, "a function"); break;
+    default: {
+      napi_value ctor, name;
+      size_t len = 0;
+      if (napi_is_array(env, v, &is) == napi_ok && is) {
+        snprintf(buf, size, "an array");
+        break;
+      }
+      tmp[0] = '\0';
+      if (napi_get_named_property(env, v, "constructor", &ctor) == napi_ok &&
+          napi_typeof(env, ctor, &t) == napi_ok && t == napi_function &&
+          napi_get_named_property(env, ctor, "name", &name) == napi_ok &&
+          napi_typeof(env, name, &t) == napi_ok && t == napi_string)
+        napi_get_value_string_utf8(env, name, tmp, 64, &len);
+      if (tmp[0]) snprintf(buf, size, "an instance of %s", tmp);
+      else snprintf(buf, size, "an object");
+      /* A getter of `constructor` may have thrown: not ours to report. */
+      {
+        bool pending = false;
+        napi_value ignored;
+        if (napi_is_exception_pending(env, &pending) == napi_ok && pending)
+          napi_get_and_clear_last_exception(env, &ignored);
+      }
+      break;
+    }
+  }
+  return buf;
 }
 
 /* ---- arguments --------------------------------------------------------- */
@@ -84,8 +205,9 @@ int arg_is_undefined(napi_env env, napi_value v) {
 
 static int arg_number(napi_env env, napi_value v, const char *what, double *out) {
   napi_valuetype t;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) {
-    throw_type(env, "%s must be a number", what);
+  char got[160];
+  if (v == NULL || napi_typeof(env, v, &t) != napi_ok || t != napi_number) {
+    throw_type(env, "%s must be a number, got %s", what, describe(env, v, got, sizeof(got)));
     return -1;
   }
   napi_get_value_double(env, v, out);
@@ -94,9 +216,11 @@ static int arg_number(napi_env env, napi_value v, const char *what, double *out)
 
 int arg_size(napi_env env, napi_value v, const char *what, size_t *out) {
   double d;
+  char got[160];
   if (arg_number(env, v, what, &d) != 0) return -1;
   if (!(d >= 0) || d != floor(d) || d > 9007199254740991.0) {
-    throw_range(env, "%s must be a non-negative integer, got %g", what, d);
+    throw_range(env, "%s must be a non-negative integer, got %s", what,
+                describe(env, v, got, sizeof(got)));
     return -1;
   }
   *out = (size_t)d;
@@ -106,10 +230,11 @@ int arg_size(napi_env env, napi_value v, const char *what, size_t *out) {
 int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo,
             uint32_t *out) {
   double d;
+  char got[160];
   if (arg_number(env, v, what, &d) != 0) return -1;
   if (!(d >= lo) || d != floor(d) || d > 4294967295.0) {
-    throw_range(env, "%s must be an integer from %u to 4294967295, got %g", what,
-                lo, d);
+    throw_range(env, "%s must be an integer from %u to 4294967295, got %s", what, lo,
+                describe(env, v, got, sizeof(got)));
     return -1;
   }
   *out = (uint32_t)d;
@@ -119,13 +244,15 @@ int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo,
 int arg_u64_handle(napi_env env, napi_value v, const char *what, uint64_t *out) {
   napi_valuetype t;
   bool lossless = false;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_bigint) {
-    throw_type(env, "%s must be a BigInt", what);
+  char got[160];
+  if (v == NULL || napi_typeof(env, v, &t) != napi_ok || t != napi_bigint) {
+    throw_type(env, "%s must be a BigInt, got %s", what, describe(env, v, got, sizeof(got)));
     return -1;
   }
   napi_get_value_bigint_uint64(env, v, out, &lossless);
   if (!lossless) {
-    throw_range(env, "%s must be a BigInt from 0n to 2n ** 64n - 1n", what);
+    throw_range(env, "%s must be a BigInt from 0n to 2n ** 64n - 1n, got %s", what,
+                describe(env, v, got, sizeof(got)));
     return -1;
   }
   return 0;
@@ -144,36 +271,46 @@ static size_t typed_size(napi_typedarray_type t) {
   }
 }
 
-int arg_bytes(napi_env env, napi_value v, const char *what, void **data,
-              size_t *len) {
-  bool is = false;
+int host_bytes(napi_env env, napi_value v, void **data, size_t *len, int *detached) {
+  bool is = false, det = false;
   napi_typedarray_type tt;
-  napi_value ab;
+  napi_value ab = NULL;
   size_t n = 0, off = 0;
   void *p = NULL, *base = NULL;
 
+  if (v == NULL) return -1;
   if (napi_is_typedarray(env, v, &is) == napi_ok && is) {
-    if (napi_get_typedarray_info(env, v, &tt, &n, &p, &ab, &off) != napi_ok) goto bad;
+    if (napi_get_typedarray_info(env, v, &tt, &n, &p, &ab, &off) != napi_ok) return -1;
     *data = p; /* already at byte_offset */
     *len = n * typed_size(tt);
-    return 0;
-  }
-  if (napi_is_dataview(env, v, &is) == napi_ok && is) {
-    if (napi_get_dataview_info(env, v, &n, &p, &ab, &off) != napi_ok) goto bad;
+  } else if (napi_is_dataview(env, v, &is) == napi_ok && is) {
+    if (napi_get_dataview_info(env, v, &n, &p, &ab, &off) != napi_ok) return -1;
     if (napi_get_arraybuffer_info(env, ab, &base, NULL) == napi_ok)
       p = base ? (char *)base + off : NULL;
     *data = p;
     *len = n;
-    return 0;
-  }
-  if (napi_is_arraybuffer(env, v, &is) == napi_ok && is) {
-    if (napi_get_arraybuffer_info(env, v, &p, &n) != napi_ok) goto bad;
+  } else if (napi_is_arraybuffer(env, v, &is) == napi_ok && is) {
+    if (napi_get_arraybuffer_info(env, v, &p, &n) != napi_ok) return -1;
+    ab = v;
     *data = p;
     *len = n;
-    return 0;
+  } else {
+    return -1;
   }
-bad:
-  throw_type(env, "%s must be a TypedArray, Buffer, DataView or ArrayBuffer", what);
+  if (detached) {
+    /* A SharedArrayBuffer is never detached (and not an ArrayBuffer here). */
+    if (ab != NULL && napi_is_detached_arraybuffer(env, ab, &det) != napi_ok) det = false;
+    *detached = det;
+  }
+  return 0;
+}
+
+int arg_bytes(napi_env env, napi_value v, const char *what, void **data,
+              size_t *len) {
+  char got[160];
+  if (host_bytes(env, v, data, len, NULL) == 0) return 0;
+  throw_type(env, "%s must be a TypedArray, Buffer, DataView or ArrayBuffer, got %s", what,
+             describe(env, v, got, sizeof(got)));
   return -1;
 }
 
@@ -181,10 +318,10 @@ int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]) {
   bool is = false;
   uint32_t n = 0, i, x;
   napi_value e;
-  char name[64];
+  char name[64], got[160];
 
   out[0] = out[1] = out[2] = 1;
-  if (napi_is_array(env, v, &is) == napi_ok && is) {
+  if (v != NULL && napi_is_array(env, v, &is) == napi_ok && is) {
     napi_get_array_length(env, v, &n);
     if (n < 1 || n > 3) {
       throw_range(env, "%s must have 1 to 3 dimensions, got %u", what, n);
@@ -201,8 +338,9 @@ int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]) {
   }
   {
     napi_valuetype t;
-    if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) {
-      throw_type(env, "%s must be a number or an array of 1 to 3 numbers", what);
+    if (v == NULL || napi_typeof(env, v, &t) != napi_ok || t != napi_number) {
+      throw_type(env, "%s must be a number or an array of 1 to 3 numbers, got %s", what,
+                 describe(env, v, got, sizeof(got)));
       return -1;
     }
   }
@@ -379,7 +517,9 @@ static napi_value js_strerror(napi_env env, napi_callback_info info) {
 /* ---- per-env state ----------------------------------------------------- */
 
 /* Runs when Node deletes the env: after the loop context closed and after
- * every wrapper's finalizer, so nothing can use what is destroyed here. */
+ * every wrapper's finalizer, so nothing can use what is destroyed here.
+ * Nothing here waits for the GPU: the graveyard goes to the reaper. (The
+ * fault announcement tsfn was closed by Node's own cleanup before.) */
 static void addon_env_finalize(napi_env env, void *data, void *hint) {
   struct addon_env *ae = data;
   int i;
@@ -388,8 +528,10 @@ static void addon_env_finalize(napi_env env, void *data, void *hint) {
   for (i = 0; i < ae->ndevs; i++)
     if (ae->devs[i]) dev_unref(ae->devs[i]);
   free(ae->devs);
-  for (i = 0; i < RES_NKINDS; i++)
+  for (i = 0; i < RES_NKINDS; i++) {
     if (ae->ctor[i]) napi_delete_reference(env, ae->ctor[i]);
+    if (ae->guard[i]) napi_delete_reference(env, ae->guard[i]);
+  }
   free(ae);
 }
 

@@ -1,6 +1,18 @@
 /* The uvcuda Node addon: declarations shared by addon.c (module, argument
  * helpers, errors), objects.c (Device, DeviceMemory, Module, Kernel and the
- * lifetime of everything CUDA) and stream.c (Stream and its async ops).
+ * lifetime of everything CUDA), stream.c (Stream and its async ops),
+ * fault.c (device health, 'fault' events, reset), params.c (a kernel's
+ * parameter count), devstate.c (what the process knows of each device) and
+ * reaper.c (destruction off the JS thread).
+ *
+ * Conventions of the JS API: a method that returns a Promise reports every
+ * error as a rejection (argument errors included: such methods are wrapped
+ * by PROMISE_METHOD); a synchronous one throws. Errors carry a Node-style
+ * `code`: ERR_INVALID_ARG_TYPE, ERR_INVALID_ARG_VALUE, ERR_OUT_OF_RANGE,
+ * ERR_INVALID_STATE, ERR_ILLEGAL_CONSTRUCTOR, or uvcuda's / CUDA's name.
+ * Methods and accessors are plain functions on the prototypes (not
+ * napi_define_class members, whose V8 signature check throws a bare
+ * "Illegal invocation"): each checks its receiver itself.
  *
  * Lifetime of CUDA objects. Each JS wrapper points at a `struct res`. A res
  * counts `ops`: promises pending on it plus dependents (a Kernel keeps its
@@ -8,9 +20,16 @@
  * `closed` (no new work); the CUDA object is destroyed once it is closed and
  * `ops` is 0, and the struct is freed once, in addition, no wrapper points
  * at it. From env teardown on, destruction is deferred to a graveyard that
- * is emptied when Node deletes the env (after the uvcuda loop context has
- * closed: it may query a stream until then). Devices are refcounted; the
- * env keeps every device it opened retained until then, too.
+ * is emptied when Node deletes the env, onto the reaper thread, without
+ * waiting for the GPU: a worker ends at once, its cancelled work still
+ * queued, and the reaper's cuMemFree waits for that work. Devices are
+ * refcounted; the env keeps every device it opened retained until then.
+ *
+ * Resets. A res belongs to its device's generation (devstate.h) at
+ * creation; after device.reset() its CUDA object is gone: work on it
+ * rejects with CUDA_ERROR_CONTEXT_IS_DESTROYED and its handle is never
+ * passed to the driver again. Every driver call on a device's objects is
+ * made holding that device's reset lock for reading (op_enter).
  *
  * Nothing here may wait for the device on the JS thread. Measured on the
  * H200 (driver 580) behind a 300 ms kernel: cuMemFree takes 280 ms, and a
@@ -43,7 +62,9 @@ enum res_kind {
 };
 
 struct addon_env;
+struct devobj;
 
+/* An env's handle on a device (its primary context, retained). */
 struct dev {
   int refs;
   int ordinal;
@@ -51,8 +72,12 @@ struct dev {
   CUcontext ctx;
   int cc_major, cc_minor;
   /* Stream-ordered allocator (memory pools): allocations and frees go on
-   * this internal stream; NULL where the device or driver lacks pools. */
+   * this internal stream, of generation `gen`; NULL where the device or
+   * driver lacks pools. */
+  uint64_t gen;
   CUstream alloc_stream;
+  uint64_t faults_seen;     /* faults of the device emitted in this env */
+  struct devobj *objects;   /* its Device wrappers (weak), for 'fault' */
   char name[256];
 };
 
@@ -66,6 +91,14 @@ struct res {
   struct res *grave_next;
   struct addon_env *ae;
   struct dev *dev; /* a reference; NULL for a foreign stream without device */
+  uint64_t gen;    /* the device generation its CUDA object belongs to */
+};
+
+/* A Device wrapper: a weak reference to it, on its dev's list. */
+struct devobj {
+  struct res h;
+  napi_ref weak;
+  struct devobj *next, *prev;
 };
 
 struct stream_res {
@@ -84,6 +117,7 @@ struct mem_res {
 struct mod_res {
   struct res h;
   CUmodule mod;
+  char *ptx; /* the PTX text, for parameter counts; NULL for binary images */
 };
 
 enum ptype {
@@ -103,9 +137,11 @@ struct kern_res {
 struct addon_env {
   napi_env env;
   napi_ref ctor[RES_NKINDS];
+  napi_ref guard[RES_NKINDS]; /* the symbol each kind's objects carry (clone guard) */
   struct dev **devs; /* by ordinal; each holds one reference */
   int ndevs;
   struct res *grave;
+  napi_threadsafe_function faults; /* fault announcements (fault.c) */
 };
 
 extern const char *const addon_class_names[RES_NKINDS];
@@ -113,18 +149,42 @@ extern const char *const addon_ptype_names[P_NTYPES];
 
 /* ---- addon.c: errors and arguments ---- */
 
-/* Each throws and returns NULL, for `return throw_...;` in callbacks. */
+/* Each throws and returns NULL, for `return throw_...;` in callbacks.
+ * throw_type: TypeError ERR_INVALID_ARG_TYPE; throw_value: TypeError
+ * ERR_INVALID_ARG_VALUE; throw_range: RangeError ERR_OUT_OF_RANGE;
+ * throw_state: Error ERR_INVALID_STATE. */
 napi_value throw_type(napi_env env, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+napi_value throw_value(napi_env env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 napi_value throw_range(napi_env env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+napi_value throw_state(napi_env env, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+napi_value throw_illegal_constructor(napi_env env, const char *use);
 /* TypeError, code UVCUDA_ECLOSING, for work on a freed/destroyed object. */
 napi_value throw_closed(napi_env env, const char *what);
+/* Error CUDA_ERROR_CONTEXT_IS_DESTROYED: `what` was made before a reset. */
+napi_value throw_stale(napi_env env, const char *what, int ordinal);
 /* A named uvcuda Error (uvcuda_napi_throw). */
 napi_value throw_uv(napi_env env, int err);
 napi_value throw_cu(napi_env env, CUresult r);
 /* Loads the driver table, throwing on failure. Returns 0 or -1. */
 int need_driver(napi_env env);
+
+/* If a JS exception is pending, clears it and returns a promise rejected
+ * with it; else returns `ret`. */
+napi_value reject_thrown(napi_env env, napi_value ret);
+/* static napi_value name(env, info): impl(env, info) with every throw
+ * turned into a rejection. */
+#define PROMISE_METHOD(name, impl)                                     \
+  static napi_value name(napi_env env, napi_callback_info info) {      \
+    return reject_thrown(env, impl(env, info));                        \
+  }
+
+/* v as JavaScript would print it in a message: NaN, 4294967296, 1e+21,
+ * 2n, 'text', null, an instance of Foo... Returns buf. */
+const char *describe(napi_env env, napi_value v, char *buf, size_t size);
 
 struct addon_env *addon_env_get(napi_env env);
 
@@ -138,6 +198,9 @@ int arg_u64_handle(napi_env env, napi_value v, const char *what, uint64_t *out);
 /* Host bytes of a TypedArray, Buffer, DataView or ArrayBuffer. */
 int arg_bytes(napi_env env, napi_value v, const char *what, void **data,
               size_t *len);
+/* The same, without throwing: -1 for anything else. *detached is set when
+ * its ArrayBuffer is detached (transferred). */
+int host_bytes(napi_env env, napi_value v, void **data, size_t *len, int *detached);
 /* Grid / block: a number or an array of 1..3 positive integers. */
 int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]);
 
@@ -147,6 +210,10 @@ int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]);
  * for anything else and, unless allow_closed, for a closed one. */
 int res_unwrap(napi_env env, napi_value v, int kind, const char *what,
                int allow_closed, struct res **out);
+/* `this` of a callback unwrapped as `kind` (NULL: thrown). */
+struct res *this_res(napi_env env, napi_callback_info info, int kind,
+                     int allow_closed, size_t *argc, napi_value *argv,
+                     napi_value *self);
 /* Wraps `r` in a new instance of its class. */
 napi_status res_wrap_new(napi_env env, struct res *r, napi_value *out);
 void res_hold(struct res *r);                   /* ops++ */
@@ -157,11 +224,26 @@ void dev_unref(struct dev *d);
 /* Makes d's context current; returns what to restore with ctx_pop. */
 CUcontext ctx_push(struct dev *d);
 void ctx_pop(CUcontext prev, struct dev *d);
-/* The Device wrapper object for a device ordinal (new wrapper). */
-napi_status device_object(napi_env env, struct dev *d, napi_value *out);
 void addon_env_free_grave(struct addon_env *ae);
 
+/* Before driver calls on d's objects: takes d's reset lock (devstate.h),
+ * then checks that each of rs[0..n) (NULL entries skipped) belongs to the
+ * current generation. Returns 0 with *gen set (pair with op_leave), or
+ * throws (ERR_INVALID_STATE while a reset runs; CUDA_ERROR_CONTEXT_IS_DESTROYED
+ * for an object made before the last reset) and returns -1. d may be NULL
+ * (a foreign stream of no known device): nothing to take. */
+int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
+             uint64_t *gen);
+void op_leave(struct dev *d);
+/* d's allocation stream, made again after a reset (call inside op_enter). */
+void dev_refresh(struct dev *d, uint64_t gen);
+
 napi_status objects_init(napi_env env, napi_value exports, struct addon_env *ae);
+/* Defines a class: `props` go on its prototype (plain functions), statics
+ * (napi_static) on the constructor. */
+napi_status objects_define(napi_env env, napi_value exports, struct addon_env *ae,
+                           int kind, napi_callback ctor, void *ctor_data,
+                           const napi_property_descriptor *props, size_t nprops);
 /* Defines the Stream class: `props` (stream.c's members, statics included)
  * plus destroyed, pending and destroy(). */
 napi_status objects_define_stream(napi_env env, napi_value exports,
@@ -182,5 +264,29 @@ napi_value js_device_create_stream(napi_env env, napi_callback_info info);
 napi_status stream_init(napi_env env, napi_value exports, struct addon_env *ae);
 /* uvcuda.fence(handle | Stream, device?) */
 napi_value js_fence(napi_env env, napi_callback_info info);
+
+/* ---- fault.c ---- */
+/* Subscribes the env to fault announcements (once per env). */
+int fault_env_init(napi_env env, struct addon_env *ae);
+/* Checks d's health (inside op_enter, generation gen) and records a fault;
+ * returns the health (0 or UVCUDA_ECUDA(r)). */
+int fault_check(struct dev *d, uint64_t gen);
+/* After a call on d failed with err: was it the device's fault? Records
+ * it (announced to every env, which emits 'fault' on its next turn). */
+void fault_after_error(napi_env env, struct dev *d, int err);
+/* The same after a promise was rejected with err (JS may run): this env
+ * emits 'fault' at once, before the rejection's continuations. */
+void fault_after_settle(napi_env env, struct dev *d, int err);
+/* device.health, device.reset() */
+napi_value js_device_health(napi_env env, napi_callback_info info);
+napi_value js_device_reset(napi_env env, napi_callback_info info);
+
+/* ---- params.c ---- */
+/* The number of parameters of kernel `name` of module m (fn is its
+ * CUfunction): from cuFuncGetParamInfo (CUDA >= 12.4), else from the
+ * `.entry` of the module's PTX. -1 when neither says. */
+int kernel_param_count(struct mod_res *m, CUfunction fn, const char *name);
+/* The PTX parser alone (for its test): params of .entry `name`, or -1. */
+int ptx_entry_params(const char *ptx, const char *name);
 
 #endif

@@ -1,11 +1,14 @@
 /* The CUDA driver entry points the addon calls, resolved at run time through
  * uvcuda_driver_symbol (nothing links libcuda), each at the ABI version of
- * the PFN_<name>_v<version> typedef it is called through. */
+ * the PFN_<name>_v<version> typedef it is called through. The types and
+ * typedefs come from uvcuda's lib/cuda-api.h (its lists UVCUDA_CU_PFNS_LIB
+ * and UVCUDA_CU_PFNS_NODE): no CUDA Toolkit is needed to build the addon. */
 #ifndef UVCUDA_NODE_CU_H
 #define UVCUDA_NODE_CU_H
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
+#include <stddef.h>
+
+#include "cuda-api.h"
 
 #define UVCUDA_NODE_CU(XX)               \
   XX(cuDeviceGet, 2000)                  \
@@ -16,11 +19,16 @@
   XX(cuDevicePrimaryCtxRelease, 11000)   \
   XX(cuCtxGetCurrent, 4000)              \
   XX(cuCtxSetCurrent, 4000)              \
+  XX(cuCtxSynchronize, 2000)             \
   XX(cuThreadExchangeStreamCaptureMode, 10010) \
   XX(cuStreamCreate, 2000)               \
   XX(cuStreamDestroy, 4000)              \
   XX(cuStreamSynchronize, 2000)          \
   XX(cuStreamGetCtx, 9020)               \
+  XX(cuStreamWaitEvent, 3020)            \
+  XX(cuEventCreate, 2000)                \
+  XX(cuEventRecord, 2000)                \
+  XX(cuEventDestroy, 4000)               \
   XX(cuStreamBeginCapture, 10010)        \
   XX(cuStreamEndCapture, 10000)          \
   XX(cuGraphDestroy, 10000)              \
@@ -36,10 +44,25 @@
   XX(cuLaunchKernel, 4000)
 
 /* Optional: NULL where the driver lacks them (the simulation does). The
- * stream-ordered allocator frees without waiting for the device. */
+ * stream-ordered allocator frees without waiting for the device;
+ * cuFuncGetParamInfo (CUDA >= 12.4) gives a kernel's parameter count. */
 #define UVCUDA_NODE_CU_OPTIONAL(XX)      \
   XX(cuMemAllocAsync, 11020)             \
-  XX(cuMemFreeAsync, 11020)
+  XX(cuMemFreeAsync, 11020)              \
+  XX(cuFuncGetParamInfo, 12040)
+
+/* Not (yet) in lib/cuda-api.h's lists: declared here, as cudaTypedefs.h
+ * has them (which, included first, declares them instead). */
+#if !defined(CUDA_VERSION)
+typedef CUresult (CUDAAPI *PFN_cuStreamWaitEvent_v3020)(CUstream hStream, CUevent hEvent,
+                                                        unsigned int Flags);
+#endif
+#if !defined(CUDA_VERSION) || CUDA_VERSION < 12040
+typedef CUresult (CUDAAPI *PFN_cuFuncGetParamInfo_v12040)(CUfunction func,
+                                                          size_t paramIndex,
+                                                          size_t *paramOffset,
+                                                          size_t *paramSize);
+#endif
 
 struct cu_table {
 #define UVCUDA_NODE_CU_FIELD(name, ver) PFN_##name##_v##ver name;

@@ -1,6 +1,7 @@
 /* Device, DeviceMemory, Module and Kernel, and the lifetime rules of every
  * CUDA object the addon owns (see addon.h). */
 #include "addon.h"
+#include "devstate.h"
 #include "reaper.h"
 
 #include <stdbool.h>
@@ -33,8 +34,9 @@ void dev_ref(struct dev *d) { d->refs++; }
 
 void dev_unref(struct dev *d) {
   if (--d->refs > 0) return;
-  if (d->alloc_stream) reap_stream(d->ctx, d->alloc_stream);
-  reap_ctx_release(d->cudev); /* after everything queued before it */
+  if (d->alloc_stream) reap_stream(d->ordinal, d->gen, d->ctx, d->alloc_stream);
+  devstate_close(d->ordinal); /* before the release: the watcher lets go */
+  reap_ctx_release(d->ordinal, d->cudev); /* after everything queued before it */
   free(d);
 }
 
@@ -49,14 +51,69 @@ void ctx_pop(CUcontext prev, struct dev *d) {
   if (prev != d->ctx) cu.cuCtxSetCurrent(prev);
 }
 
+static int dev_has_pools(struct dev *d) {
+  int pools = 0;
+  const char *e = getenv("UVCUDA_NODE_NO_POOLS");
+  return cu.cuMemAllocAsync && cu.cuMemFreeAsync && (e == NULL || strcmp(e, "1") != 0) &&
+         cu.cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                 d->cudev) == CUDA_SUCCESS &&
+         pools;
+}
+
+/* The allocation stream of the current generation (a reset destroyed the
+ * older one with everything else). Inside op_enter. */
+void dev_refresh(struct dev *d, uint64_t gen) {
+  CUcontext prev;
+  if (d->gen == gen && (d->alloc_stream != NULL || !dev_has_pools(d))) return;
+  if (d->gen != gen) d->alloc_stream = NULL; /* gone with the reset */
+  d->gen = gen;
+  if (!dev_has_pools(d)) return;
+  prev = ctx_push(d);
+  if (cu.cuStreamCreate(&d->alloc_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    d->alloc_stream = NULL;
+  ctx_pop(prev, d);
+}
+
+/* Whether r's CUDA object was destroyed by a reset (its generation ended). */
+static int res_stale(const struct res *r) {
+  return r->dev != NULL && r->kind != RES_DEVICE && r->gen != devstate_gen(r->dev->ordinal);
+}
+
+int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
+             uint64_t *gen) {
+  int i;
+  *gen = 0;
+  if (d != NULL && devstate_enter(d->ordinal, gen) != 0) {
+    throw_state(env, "device %d is being reset", d->ordinal);
+    return -1;
+  }
+  for (i = 0; i < n; i++) {
+    struct res *r = rs[i];
+    if (r == NULL || !res_stale(r)) continue;
+    if (d != NULL) devstate_leave(d->ordinal);
+    throw_stale(env, addon_class_names[r->kind], r->dev->ordinal);
+    return -1;
+  }
+  return 0;
+}
+
+void op_leave(struct dev *d) {
+  if (d != NULL) devstate_leave(d->ordinal);
+}
+
 /* The env's device of `ordinal`, opened (primary context retained) on
  * first use. Throws and returns NULL on failure. */
 static struct dev *dev_open(napi_env env, struct addon_env *ae, int ordinal) {
   struct dev *d;
   CUresult r;
-  int n = 0;
+  uint64_t gen;
+  int n = 0, err;
 
   if (need_driver(env) != 0) return NULL;
+  if ((err = devstate_init()) != 0) {
+    throw_uv(env, err);
+    return NULL;
+  }
   if ((r = cu.cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
     throw_cu(env, r);
     return NULL;
@@ -76,13 +133,20 @@ static struct dev *dev_open(napi_env env, struct addon_env *ae, int ordinal) {
     ae->ndevs = n;
   }
   if (ae->devs[ordinal]) return ae->devs[ordinal];
+  if (fault_env_init(env, ae) != 0) return NULL;
   if ((d = calloc(1, sizeof(*d))) == NULL) {
     throw_uv(env, UVCUDA_ENOMEM);
     return NULL;
   }
   d->ordinal = ordinal;
+  if (devstate_enter(ordinal, &gen) != 0) {
+    free(d);
+    throw_state(env, "device %d is being reset", ordinal);
+    return NULL;
+  }
   if ((r = cu.cuDeviceGet(&d->cudev, ordinal)) != CUDA_SUCCESS ||
       (r = cu.cuDevicePrimaryCtxRetain(&d->ctx, d->cudev)) != CUDA_SUCCESS) {
+    devstate_leave(ordinal);
     free(d);
     throw_cu(env, r);
     return NULL;
@@ -93,17 +157,14 @@ static struct dev *dev_open(napi_env env, struct addon_env *ae, int ordinal) {
                           d->cudev);
   cu.cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                           d->cudev);
+  d->gen = gen + 1; /* not yet refreshed */
+  dev_refresh(d, gen);
+  devstate_open(ordinal, d->ctx);
+  devstate_leave(ordinal);
+  /* Faults recorded before this env opened the device are not its news. */
   {
-    int pools = 0;
-    const char *e = getenv("UVCUDA_NODE_NO_POOLS");
-    if (cu.cuMemAllocAsync && cu.cuMemFreeAsync && (e == NULL || strcmp(e, "1") != 0) &&
-        cu.cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
-                                d->cudev) == CUDA_SUCCESS && pools) {
-      CUcontext prev = ctx_push(d);
-      if (cu.cuStreamCreate(&d->alloc_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-        d->alloc_stream = NULL;
-      ctx_pop(prev, d);
-    }
+    int ferr;
+    d->faults_seen = devstate_faults(ordinal, &ferr);
   }
   d->refs = 1; /* the env's, until it is deleted */
   ae->devs[ordinal] = d;
@@ -114,32 +175,46 @@ static struct dev *dev_open(napi_env env, struct addon_env *ae, int ordinal) {
 
 static void res_settle(napi_env env, struct res *r);
 
-/* The CUDA object goes to the reaper (reaper.c): freeing device memory or
- * unloading a module waits for the device, which must not happen on the JS
- * thread. */
+/* The CUDA object goes, never waiting for the device on this thread:
+ * freeing device memory or unloading a module waits for the device, so
+ * those go to the reaper (reaper.c); pooled memory is freed in stream
+ * order on the allocation stream (which, at env teardown, first waits for
+ * the work still queued on the env's streams: order_pooled_frees). Where
+ * that is not possible (a reset runs), the reaper's cuMemFree does it. An
+ * object of a generation a reset ended is gone already: nothing is passed
+ * to the driver. */
 static void destroy_now(napi_env env, struct res *r) {
+  struct dev *d = r->dev;
   r->destroyed = 1;
   switch (r->kind) {
     case RES_STREAM: {
       struct stream_res *s = (struct stream_res *)r;
-      if (s->owned && r->dev) reap_stream(r->dev->ctx, s->stream);
+      if (s->owned && d) reap_stream(d->ordinal, r->gen, d->ctx, s->stream);
       break;
     }
     case RES_MEMORY: {
       struct mem_res *m = (struct mem_res *)r;
-      if (m->pooled) { /* stream-ordered: does not wait for the device */
-        CUcontext prev = ctx_push(r->dev);
-        if (cu.cuMemFreeAsync(m->ptr, r->dev->alloc_stream) != CUDA_SUCCESS)
-          reap_memory(r->dev->ctx, m->ptr);
-        ctx_pop(prev, r->dev);
+      uint64_t gen;
+      if (m->pooled && devstate_enter(d->ordinal, &gen) == 0) {
+        if (gen == r->gen && d->gen == gen && d->alloc_stream) {
+          CUcontext prev = ctx_push(d);
+          if (cu.cuMemFreeAsync(m->ptr, d->alloc_stream) != CUDA_SUCCESS)
+            reap_memory(d->ordinal, r->gen, d->ctx, m->ptr);
+          ctx_pop(prev, d);
+        }
+        devstate_leave(d->ordinal);
       } else {
-        reap_memory(r->dev->ctx, m->ptr);
+        reap_memory(d->ordinal, r->gen, d->ctx, m->ptr);
       }
       break;
     }
-    case RES_MODULE:
-      reap_module(r->dev->ctx, ((struct mod_res *)r)->mod);
+    case RES_MODULE: {
+      struct mod_res *m = (struct mod_res *)r;
+      reap_module(d->ordinal, r->gen, d->ctx, m->mod);
+      free(m->ptx);
+      m->ptx = NULL;
       break;
+    }
     case RES_KERNEL: {
       struct kern_res *k = (struct kern_res *)r;
       struct mod_res *m = k->mod;
@@ -168,43 +243,61 @@ static void res_settle(napi_env env, struct res *r) {
     destroy_now(env, r);
   }
   if (r->destroyed && !r->wrapped && r->ops == 0) {
+    if (r->kind == RES_MODULE) free(((struct mod_res *)r)->ptx);
     if (r->dev) dev_unref(r->dev);
     free(r);
   }
 }
 
-/* At env teardown the work of cancelled promises may still be queued: the
- * loop context waits for uvcuda's markers where the GPU writes them, not
- * for host functions (UVCUDA_COMPLETION=hostfn). Destroying now would free
- * memory under that work (cuMemFreeAsync on the allocation stream is not
- * ordered after the user's streams; the simulation's cuMemFree does not
- * wait either). So first wait for every stream of ours that goes, here on
- * the env's own thread, which is being torn down anyway: a worker ends when
- * its GPU work ends, whatever the completion strategy. Foreign streams
- * (Stream.fromHandle) are their owner's to wait for. */
-static void sync_grave_streams(struct addon_env *ae) {
+/* At env teardown the work of promises cancelled by the teardown may
+ * still be queued on the env's streams, and use its pooled memory:
+ * cuMemFreeAsync on the allocation stream would not wait for it. So the
+ * allocation stream first waits (cuStreamWaitEvent, on the device, not
+ * here) for what is queued on every stream of the env now; the frees come
+ * after. (A cuMemFree on the reaper would wait too, but on a GPU it holds
+ * launches of every other thread for as long: 260 ms behind a 300 ms
+ * kernel on the H200.) */
+static void order_pooled_frees(struct addon_env *ae) {
   struct res *r;
-  struct stream_res *s;
   CUcontext prev;
-  for (r = ae->grave; r; r = r->grave_next) {
-    if (r->kind != RES_STREAM || r->dev == NULL) continue;
-    s = (struct stream_res *)r;
-    if (!s->owned) continue;
-    prev = ctx_push(r->dev);
-    cu.cuStreamSynchronize(s->stream); /* a fault's error changes nothing */
-    ctx_pop(prev, r->dev);
+  CUevent e;
+  uint64_t gen;
+  int i;
+  for (i = 0; i < ae->ndevs; i++) {
+    struct dev *d = ae->devs[i];
+    if (d == NULL || devstate_enter(d->ordinal, &gen) != 0) continue;
+    if (d->alloc_stream != NULL && d->gen == gen) {
+      prev = ctx_push(d);
+      for (r = ae->grave; r; r = r->grave_next) {
+        struct stream_res *s = (struct stream_res *)r;
+        if (r->kind != RES_STREAM || r->dev != d || !s->owned || r->gen != gen) continue;
+        if (cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) continue;
+        if (cu.cuEventRecord(e, s->stream) == CUDA_SUCCESS)
+          cu.cuStreamWaitEvent(d->alloc_stream, e, 0);
+        cu.cuEventDestroy(e); /* the wait keeps what it needs */
+      }
+      ctx_pop(prev, d);
+    }
+    devstate_leave(d->ordinal);
   }
 }
 
+/* At env teardown: nothing waits here for the GPU. A worker ends at once;
+ * the work of its cancelled promises goes on, and what it uses goes after
+ * it: pooled memory in stream order (order_pooled_frees), other memory and
+ * modules on the reaper, whose cuMemFree / cuModuleUnload wait for the
+ * device (cuStreamDestroy does not wait, and the stream's queued work still
+ * runs). */
 void addon_env_free_grave(struct addon_env *ae) {
   struct res *r;
-  sync_grave_streams(ae);
+  order_pooled_frees(ae);
   /* Destroying a Kernel may put its Module here: loop until empty. */
   while ((r = ae->grave) != NULL) {
     ae->grave = r->grave_next;
     r->in_grave = 0;
     destroy_now(ae->env, r);
     if (!r->wrapped && r->ops == 0) {
+      if (r->kind == RES_MODULE) free(((struct mod_res *)r)->ptx);
       if (r->dev) dev_unref(r->dev);
       free(r);
     }
@@ -227,6 +320,15 @@ void res_close(napi_env env, struct res *r) {
 static void res_finalize(napi_env env, void *data, void *hint) {
   struct res *r = data;
   (void)hint;
+  if (r->kind == RES_DEVICE) {
+    struct devobj *o = (struct devobj *)r;
+    if (o->prev) o->prev->next = o->next;
+    else if (r->dev && r->dev->objects == o) r->dev->objects = o->next;
+    if (o->next) o->next->prev = o->prev;
+    o->next = o->prev = NULL;
+    if (o->weak) napi_delete_reference(env, o->weak);
+    o->weak = NULL;
+  }
   r->wrapped = 0;
   if (!r->closed) r->closed = 1;
   res_settle(env, r);
@@ -237,11 +339,13 @@ int res_unwrap(napi_env env, napi_value v, int kind, const char *what,
   napi_valuetype t;
   bool ok = false;
   void *p = NULL;
+  char got[160];
 
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_object ||
+  if (v == NULL || napi_typeof(env, v, &t) != napi_ok || t != napi_object ||
       napi_check_object_type_tag(env, v, &tags[kind], &ok) != napi_ok || !ok ||
       napi_unwrap(env, v, &p) != napi_ok || p == NULL) {
-    throw_type(env, "%s must be a uvcuda %s", what, addon_class_names[kind]);
+    throw_type(env, "%s must be a uvcuda %s, got %s", what, addon_class_names[kind],
+               describe(env, v, got, sizeof(got)));
     return -1;
   }
   if (((struct res *)p)->closed && !allow_closed) {
@@ -250,6 +354,42 @@ int res_unwrap(napi_env env, napi_value v, int kind, const char *what,
   }
   *out = p;
   return 0;
+}
+
+/* The clone guard: an own enumerable property whose value is a symbol,
+ * which structured cloning (postMessage, structuredClone) refuses with a
+ * DataCloneError naming it. Node 20 has no way to mark an object
+ * uncloneable (worker_threads.markAsUncloneable came in 22.10), and a
+ * wrapper would otherwise be sent as a plain, empty object. */
+static void guard(napi_env env, struct addon_env *ae, napi_value obj, int kind) {
+  napi_value sym = NULL, desc;
+  char text[256];
+  napi_property_descriptor d = {"threadLocal", NULL, NULL, NULL, NULL, NULL,
+                                napi_enumerable, NULL};
+  if (ae->guard[kind] == NULL || napi_get_reference_value(env, ae->guard[kind], &sym) != napi_ok ||
+      sym == NULL) {
+    snprintf(text, sizeof(text),
+             "uvcuda %s: a CUDA object of the thread that made it, which cannot be "
+             "cloned or posted to another thread (open the device there)",
+             addon_class_names[kind]);
+    if (napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &desc) != napi_ok ||
+        napi_create_symbol(env, desc, &sym) != napi_ok)
+      return;
+    if (ae->guard[kind] == NULL) napi_create_reference(env, sym, 1, &ae->guard[kind]);
+  }
+  d.value = sym;
+  napi_define_properties(env, obj, 1, &d);
+}
+
+struct res *this_res(napi_env env, napi_callback_info info, int kind,
+                     int allow_closed, size_t *argc, napi_value *argv,
+                     napi_value *self) {
+  napi_value this_;
+  struct res *r;
+  if (napi_get_cb_info(env, info, argc, argv, &this_, NULL) != napi_ok) return NULL;
+  if (self) *self = this_;
+  if (res_unwrap(env, this_, kind, "this", allow_closed, &r) != 0) return NULL;
+  return r;
 }
 
 napi_status res_wrap_new(napi_env env, struct res *r, napi_value *out) {
@@ -267,16 +407,18 @@ napi_status res_wrap_new(napi_env env, struct res *r, napi_value *out) {
       (s = napi_wrap(env, *out, r, res_finalize, NULL, NULL)) != napi_ok)
     return s;
   r->wrapped = 1;
+  guard(env, ae, *out, r->kind);
   return napi_ok;
 }
 
 static struct res *res_new(struct addon_env *ae, int kind, size_t size,
-                           struct dev *d) {
+                           struct dev *d, uint64_t gen) {
   struct res *r = calloc(1, size);
   if (r == NULL) return NULL;
   r->kind = kind;
   r->ae = ae;
   r->dev = d;
+  r->gen = gen;
   if (d) dev_ref(d);
   return r;
 }
@@ -294,53 +436,41 @@ static void set_ro(napi_env env, napi_value obj, const char *name, napi_value v)
   napi_define_properties(env, obj, 1, &d);
 }
 
-/* Returns `this` unwrapped as `kind` (closed allowed or not). */
-static struct res *this_res(napi_env env, napi_callback_info info, int kind,
-                            int allow_closed, size_t *argc, napi_value *argv,
-                            napi_value *self) {
-  napi_value this_;
-  struct res *r;
-  if (napi_get_cb_info(env, info, argc, argv, &this_, NULL) != napi_ok) return NULL;
-  if (self) *self = this_;
-  if (res_unwrap(env, this_, kind, "this", allow_closed, &r) != 0) return NULL;
-  return r;
-}
-
 /* ---- Device ------------------------------------------------------------ */
-
-napi_status device_object(napi_env env, struct dev *d, napi_value *out) {
-  struct addon_env *ae = addon_env_get(env);
-  struct res *r = res_new(ae, RES_DEVICE, sizeof(struct res), d);
-  napi_status s;
-  if (r == NULL) return napi_generic_failure;
-  if ((s = res_wrap_new(env, r, out)) != napi_ok) res_discard(env, r);
-  return s;
-}
 
 /* new Device(ordinal = 0) */
 static napi_value device_ctor(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1] = {NULL}, self;
   struct addon_env *ae = addon_env_get(env);
+  struct devobj *o;
   struct dev *d;
-  struct res *r;
   uint32_t ordinal = 0;
+  napi_value target = NULL;
 
   if (napi_get_cb_info(env, info, &argc, argv, &self, NULL) != napi_ok) return NULL;
-  if (constructing) return self; /* res_wrap_new wraps it */
+  if (napi_get_new_target(env, info, &target) != napi_ok || target == NULL)
+    return throw_type(env, "Class constructor Device cannot be invoked without 'new'");
   if (argc >= 1 && !arg_is_undefined(env, argv[0]) &&
       arg_u32(env, argv[0], "ordinal", 0, &ordinal) != 0)
     return NULL;
-  if (ordinal > 0x7fffffffu) return throw_range(env, "ordinal is too large");
+  if (ordinal > 0x7fffffffu) return throw_range(env, "ordinal is too large, got %u", ordinal);
   if ((d = dev_open(env, ae, (int)ordinal)) == NULL) return NULL;
-  if ((r = res_new(ae, RES_DEVICE, sizeof(struct res), d)) == NULL)
-    return throw_uv(env, UVCUDA_ENOMEM);
+  o = (struct devobj *)res_new(ae, RES_DEVICE, sizeof(*o), d, 0);
+  if (o == NULL) return throw_uv(env, UVCUDA_ENOMEM);
   if (napi_type_tag_object(env, self, &tags[RES_DEVICE]) != napi_ok ||
-      napi_wrap(env, self, r, res_finalize, NULL, NULL) != napi_ok) {
-    res_discard(env, r);
+      napi_wrap(env, self, o, res_finalize, NULL, NULL) != napi_ok) {
+    res_discard(env, &o->h);
     return NULL;
   }
-  r->wrapped = 1;
+  o->h.wrapped = 1;
+  /* Weak: 'fault' goes to every live Device object of the device. */
+  if (napi_create_reference(env, self, 0, &o->weak) == napi_ok) {
+    o->next = d->objects;
+    if (d->objects) d->objects->prev = o;
+    d->objects = o;
+  }
+  guard(env, ae, self, RES_DEVICE);
   return self;
 }
 
@@ -372,44 +502,53 @@ static napi_value device_cc(napi_env env, napi_callback_info info) {
   return a;
 }
 
-/* device.alloc(byteLength): DeviceMemory (cuMemAlloc; contents undefined) */
+/* device.alloc(byteLength): DeviceMemory (contents undefined) */
 static napi_value device_alloc(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1] = {NULL}, self, obj;
   struct res *r = this_res(env, info, RES_DEVICE, 0, &argc, argv, &self);
   struct mem_res *m;
+  struct dev *d;
   CUcontext prev;
   CUresult cr;
+  uint64_t gen;
   size_t n;
 
   if (r == NULL) return NULL;
-  if (argc < 1) return throw_type(env, "byteLength must be a number");
+  d = r->dev;
   if (arg_size(env, argv[0], "byteLength", &n) != 0) return NULL;
-  if (n == 0) return throw_range(env, "byteLength must be at least 1");
-  m = (struct mem_res *)res_new(r->ae, RES_MEMORY, sizeof(*m), r->dev);
-  if (m == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  prev = ctx_push(r->dev);
+  if (n == 0) return throw_range(env, "byteLength must be at least 1, got 0");
+  if (op_enter(env, d, NULL, 0, &gen) != 0) return NULL;
+  dev_refresh(d, gen);
+  m = (struct mem_res *)res_new(r->ae, RES_MEMORY, sizeof(*m), d, gen);
+  if (m == NULL) {
+    op_leave(d);
+    return throw_uv(env, UVCUDA_ENOMEM);
+  }
+  prev = ctx_push(d);
   cr = CUDA_ERROR_NOT_SUPPORTED;
-  if (r->dev->alloc_stream) {
+  if (d->alloc_stream) {
     /* The allocation is usable by every stream once its stream reached it;
      * that stream carries nothing but allocations and frees, so the
      * synchronize is short. */
-    cr = cu.cuMemAllocAsync(&m->ptr, n, r->dev->alloc_stream);
+    cr = cu.cuMemAllocAsync(&m->ptr, n, d->alloc_stream);
     if (cr == CUDA_SUCCESS) {
-      CUresult sr = cu.cuStreamSynchronize(r->dev->alloc_stream);
+      CUresult sr = cu.cuStreamSynchronize(d->alloc_stream);
       if (sr == CUDA_SUCCESS) {
         m->pooled = 1;
       } else {
-        cu.cuMemFreeAsync(m->ptr, r->dev->alloc_stream);
+        cu.cuMemFreeAsync(m->ptr, d->alloc_stream);
         cr = sr;
       }
     }
   }
   if (!m->pooled && cr == CUDA_ERROR_NOT_SUPPORTED) cr = cu.cuMemAlloc(&m->ptr, n);
-  ctx_pop(prev, r->dev);
+  ctx_pop(prev, d);
+  op_leave(d);
   if (cr != CUDA_SUCCESS) {
     m->h.destroyed = 1;
     res_discard(env, &m->h);
+    fault_after_error(env, d, UVCUDA_ECUDA(cr));
     return throw_cu(env, cr);
   }
   m->size = n;
@@ -419,6 +558,12 @@ static napi_value device_alloc(napi_env env, napi_callback_info info) {
   }
   set_ro(env, obj, "device", self);
   return obj;
+}
+
+/* A PTX text image: NUL-free and naming an .entry (a cubin or fatbin is
+ * binary). */
+static int is_ptx(const char *img, size_t len) {
+  return memchr(img, '\0', len) == NULL && strstr(img, ".entry") != NULL;
 }
 
 /* device.loadModule(image: string | Buffer | TypedArray): Module. PTX is
@@ -431,18 +576,20 @@ static napi_value device_load_module(napi_env env, napi_callback_info info) {
   napi_valuetype t;
   CUcontext prev;
   CUresult cr;
-  char *img;
+  uint64_t gen;
+  char *img, got[160];
   void *p;
 
   if (r == NULL) return NULL;
-  if (argc < 1) return throw_type(env, "image must be a string or a Buffer");
-  if (napi_typeof(env, argv[0], &t) != napi_ok) return NULL;
+  if (argv[0] == NULL || napi_typeof(env, argv[0], &t) != napi_ok) t = napi_undefined;
   if (t == napi_string) {
     napi_get_value_string_utf8(env, argv[0], NULL, 0, &len);
     if ((img = malloc(len + 1)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
     napi_get_value_string_utf8(env, argv[0], img, len + 1, &len);
   } else {
-    if (arg_bytes(env, argv[0], "image", &p, &len) != 0) return NULL;
+    if (host_bytes(env, argv[0], &p, &len, NULL) != 0)
+      return throw_type(env, "image must be a string, a Buffer or a TypedArray, got %s",
+                        describe(env, argv[0], got, sizeof(got)));
     if ((img = malloc(len + 1)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
     if (len) memcpy(img, p, len);
     img[len] = '\0'; /* PTX must be NUL-terminated */
@@ -451,18 +598,26 @@ static napi_value device_load_module(napi_env env, napi_callback_info info) {
     free(img);
     return throw_range(env, "image is empty");
   }
-  m = (struct mod_res *)res_new(r->ae, RES_MODULE, sizeof(*m), r->dev);
+  if (op_enter(env, r->dev, NULL, 0, &gen) != 0) {
+    free(img);
+    return NULL;
+  }
+  m = (struct mod_res *)res_new(r->ae, RES_MODULE, sizeof(*m), r->dev, gen);
   if (m == NULL) {
+    op_leave(r->dev);
     free(img);
     return throw_uv(env, UVCUDA_ENOMEM);
   }
   prev = ctx_push(r->dev);
   cr = cu.cuModuleLoadData(&m->mod, img);
   ctx_pop(prev, r->dev);
-  free(img);
+  op_leave(r->dev);
+  if (cr == CUDA_SUCCESS && is_ptx(img, len)) m->ptx = img; /* parameter counts */
+  else free(img);
   if (cr != CUDA_SUCCESS) {
     m->h.destroyed = 1;
     res_discard(env, &m->h);
+    fault_after_error(env, r->dev, UVCUDA_ECUDA(cr));
     return throw_cu(env, cr);
   }
   if (res_wrap_new(env, &m->h, &obj) != napi_ok) {
@@ -489,7 +644,8 @@ static napi_value mem_ptr(napi_env env, napi_callback_info info) {
       (struct mem_res *)this_res(env, info, RES_MEMORY, 1, NULL, NULL, NULL);
   napi_value v;
   if (m == NULL) return NULL;
-  napi_create_bigint_uint64(env, m->h.closed ? 0 : (uint64_t)m->ptr, &v);
+  napi_create_bigint_uint64(env, m->h.closed || res_stale(&m->h) ? 0 : (uint64_t)m->ptr,
+                            &v);
   return v;
 }
 
@@ -536,32 +692,39 @@ static napi_value res_close_method(napi_env env, napi_callback_info info) {
 
 /* ---- Module and Kernel ------------------------------------------------- */
 
-/* module.getFunction(name, signature: string[]): Kernel */
+/* module.getFunction(name, signature: string[]): Kernel. The signature
+ * must have as many entries as the kernel has parameters, where the driver
+ * (cuFuncGetParamInfo) or the module's PTX says how many. */
 static napi_value module_get_function(napi_env env, napi_callback_info info) {
   size_t argc = 2, len = 0;
   napi_value argv[2] = {NULL, NULL}, self, obj, e;
   struct mod_res *m =
       (struct mod_res *)this_res(env, info, RES_MODULE, 0, &argc, argv, &self);
+  struct res *held[1];
   struct kern_res *k;
   unsigned char sig[ADDON_MAX_PARAMS];
-  char name[256], tname[16];
+  char name[256], tname[16], got[160];
   napi_valuetype t;
   uint32_t n = 0, i;
   bool is = false;
   CUcontext prev;
   CUresult cr;
-  int j;
+  uint64_t gen;
+  int j, count;
 
   if (m == NULL) return NULL;
-  if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_string)
-    return throw_type(env, "name must be a string");
+  if (argv[0] == NULL || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_string)
+    return throw_type(env, "name must be a string, got %s",
+                      describe(env, argv[0], got, sizeof(got)));
   napi_get_value_string_utf8(env, argv[0], NULL, 0, &len);
   if (len == 0 || len >= sizeof(name))
-    return throw_range(env, "name must be 1 to %zu bytes long", sizeof(name) - 1);
+    return throw_range(env, "name must be 1 to %zu bytes long, got %zu", sizeof(name) - 1,
+                       len);
   napi_get_value_string_utf8(env, argv[0], name, sizeof(name), &len);
-  if (argc < 2 || napi_is_array(env, argv[1], &is) != napi_ok || !is)
+  if (argv[1] == NULL || napi_is_array(env, argv[1], &is) != napi_ok || !is)
     return throw_type(env, "signature must be an array of parameter types "
-                           "('ptr', 'u32', 'f32', ...)");
+                           "('ptr', 'u32', 'f32', ...), got %s",
+                      describe(env, argv[1], got, sizeof(got)));
   napi_get_array_length(env, argv[1], &n);
   if (n > ADDON_MAX_PARAMS)
     return throw_range(env, "a kernel takes at most %d parameters here, got %u",
@@ -569,7 +732,8 @@ static napi_value module_get_function(napi_env env, napi_callback_info info) {
   for (i = 0; i < n; i++) {
     napi_get_element(env, argv[1], i, &e);
     if (napi_typeof(env, e, &t) != napi_ok || t != napi_string)
-      return throw_type(env, "signature[%u] must be a string", i);
+      return throw_type(env, "signature[%u] must be a string, got %s", i,
+                        describe(env, e, got, sizeof(got)));
     napi_get_value_string_utf8(env, e, tname, sizeof(tname), &len);
     for (j = 0; j < P_NTYPES; j++)
       if (strcmp(tname, addon_ptype_names[j]) == 0) break;
@@ -579,15 +743,29 @@ static napi_value module_get_function(napi_env env, napi_callback_info info) {
                         i, tname);
     sig[i] = (unsigned char)j;
   }
-  k = (struct kern_res *)res_new(m->h.ae, RES_KERNEL, sizeof(*k), m->h.dev);
-  if (k == NULL) return throw_uv(env, UVCUDA_ENOMEM);
+  held[0] = &m->h;
+  if (op_enter(env, m->h.dev, held, 1, &gen) != 0) return NULL;
+  k = (struct kern_res *)res_new(m->h.ae, RES_KERNEL, sizeof(*k), m->h.dev, m->h.gen);
+  if (k == NULL) {
+    op_leave(m->h.dev);
+    return throw_uv(env, UVCUDA_ENOMEM);
+  }
   prev = ctx_push(m->h.dev);
   cr = cu.cuModuleGetFunction(&k->fn, m->mod, name);
+  count = cr == CUDA_SUCCESS ? kernel_param_count(m, k->fn, name) : -1;
   ctx_pop(prev, m->h.dev);
+  op_leave(m->h.dev);
   if (cr != CUDA_SUCCESS) {
     k->h.destroyed = 1;
     res_discard(env, &k->h);
     return throw_cu(env, cr);
+  }
+  if (count >= 0 && (uint32_t)count != n) {
+    k->h.destroyed = 1;
+    res_discard(env, &k->h);
+    return throw_value(env, "kernel %s takes %d parameter%s, but the signature names %u: "
+                            "one type per parameter, in order",
+                       name, count, count == 1 ? "" : "s", n);
   }
   k->mod = m;
   res_hold(&m->h);
@@ -631,8 +809,7 @@ static napi_value internal_ctor(napi_env env, napi_callback_info info) {
   napi_value self;
   void *made_by;
   if (napi_get_cb_info(env, info, NULL, NULL, &self, &made_by) != napi_ok) return NULL;
-  if (!constructing)
-    return throw_type(env, "Illegal constructor: use %s", (const char *)made_by);
+  if (!constructing) return throw_illegal_constructor(env, (const char *)made_by);
   return self;
 }
 
@@ -642,16 +819,35 @@ static napi_value internal_ctor(napi_env env, napi_callback_info info) {
   {name, NULL, NULL, fn, NULL, NULL, napi_default_jsproperty & ~napi_writable, \
    (void *)(intptr_t)(kind)}
 
-static napi_status define(napi_env env, napi_value exports, struct addon_env *ae,
-                          int kind, napi_callback ctor, void *ctor_data,
-                          const napi_property_descriptor *props, size_t nprops) {
-  napi_value cls;
-  napi_status s;
-  s = napi_define_class(env, addon_class_names[kind], NAPI_AUTO_LENGTH, ctor,
-                        ctor_data, nprops, props, &cls);
-  if (s != napi_ok) return s;
-  if ((s = napi_create_reference(env, cls, 1, &ae->ctor[kind])) != napi_ok) return s;
-  return napi_set_named_property(env, exports, addon_class_names[kind], cls);
+napi_status objects_define(napi_env env, napi_value exports, struct addon_env *ae,
+                           int kind, napi_callback ctor, void *ctor_data,
+                           const napi_property_descriptor *props, size_t nprops) {
+  napi_property_descriptor *statics = NULL, *members = NULL;
+  size_t i, ns = 0, nm = 0;
+  napi_value cls, proto;
+  napi_status s = napi_generic_failure;
+
+  statics = calloc(nprops + 1, sizeof(*statics));
+  members = calloc(nprops + 1, sizeof(*members));
+  if (statics == NULL || members == NULL) goto out;
+  for (i = 0; i < nprops; i++) {
+    if (props[i].attributes & napi_static) statics[ns++] = props[i];
+    else members[nm++] = props[i];
+  }
+  /* Members go on the prototype as plain functions: napi_define_class would
+   * give them a V8 receiver check that throws "Illegal invocation", with no
+   * code, before our own check can run. */
+  if ((s = napi_define_class(env, addon_class_names[kind], NAPI_AUTO_LENGTH, ctor,
+                             ctor_data, ns, statics, &cls)) != napi_ok ||
+      (s = napi_get_named_property(env, cls, "prototype", &proto)) != napi_ok ||
+      (s = napi_define_properties(env, proto, nm, members)) != napi_ok ||
+      (s = napi_create_reference(env, cls, 1, &ae->ctor[kind])) != napi_ok)
+    goto out;
+  s = napi_set_named_property(env, exports, addon_class_names[kind], cls);
+out:
+  free(statics);
+  free(members);
+  return s;
 }
 
 napi_status objects_init(napi_env env, napi_value exports, struct addon_env *ae) {
@@ -660,9 +856,11 @@ napi_status objects_init(napi_env env, napi_value exports, struct addon_env *ae)
       GETTER("ordinal", device_ordinal, RES_DEVICE),
       GETTER("name", device_name, RES_DEVICE),
       GETTER("computeCapability", device_cc, RES_DEVICE),
+      GETTER("health", js_device_health, RES_DEVICE),
       METHOD("createStream", js_device_create_stream, RES_DEVICE),
       METHOD("alloc", device_alloc, RES_DEVICE),
       METHOD("loadModule", device_load_module, RES_DEVICE),
+      METHOD("reset", js_device_reset, RES_DEVICE),
   };
   const napi_property_descriptor mem_props[] = {
       GETTER("byteLength", mem_byte_length, RES_MEMORY),
@@ -682,16 +880,16 @@ napi_status objects_init(napi_env env, napi_value exports, struct addon_env *ae)
       GETTER("signature", kernel_signature, RES_KERNEL),
   };
 
-  if ((s = define(env, exports, ae, RES_DEVICE, device_ctor, NULL, device_props,
-                  sizeof(device_props) / sizeof(device_props[0]))) != napi_ok ||
-      (s = define(env, exports, ae, RES_MEMORY, internal_ctor, "device.alloc()",
-                  mem_props, sizeof(mem_props) / sizeof(mem_props[0]))) != napi_ok ||
-      (s = define(env, exports, ae, RES_MODULE, internal_ctor,
-                  "device.loadModule()", module_props,
-                  sizeof(module_props) / sizeof(module_props[0]))) != napi_ok ||
-      (s = define(env, exports, ae, RES_KERNEL, internal_ctor,
-                  "module.getFunction()", kernel_props,
-                  sizeof(kernel_props) / sizeof(kernel_props[0]))) != napi_ok)
+  if ((s = objects_define(env, exports, ae, RES_DEVICE, device_ctor, NULL, device_props,
+                          sizeof(device_props) / sizeof(device_props[0]))) != napi_ok ||
+      (s = objects_define(env, exports, ae, RES_MEMORY, internal_ctor, "device.alloc()",
+                          mem_props, sizeof(mem_props) / sizeof(mem_props[0]))) != napi_ok ||
+      (s = objects_define(env, exports, ae, RES_MODULE, internal_ctor,
+                          "device.loadModule()", module_props,
+                          sizeof(module_props) / sizeof(module_props[0]))) != napi_ok ||
+      (s = objects_define(env, exports, ae, RES_KERNEL, internal_ctor,
+                          "module.getFunction()", kernel_props,
+                          sizeof(kernel_props) / sizeof(kernel_props[0]))) != napi_ok)
     return s;
   return napi_ok;
 }
@@ -712,15 +910,16 @@ napi_status objects_define_stream(napi_env env, napi_value exports,
   if (all == NULL) return napi_generic_failure;
   memcpy(all, props, nprops * sizeof(*all));
   memcpy(all + nprops, extra, sizeof(extra));
-  s = define(env, exports, ae, RES_STREAM, internal_ctor,
-             "device.createStream() or Stream.fromHandle()", all, nprops + nextra);
+  s = objects_define(env, exports, ae, RES_STREAM, internal_ctor,
+                     "device.createStream() or Stream.fromHandle()", all,
+                     nprops + nextra);
   free(all);
   return s;
 }
 
 struct stream_res *objects_new_stream(napi_env env, struct dev *d) {
-  struct stream_res *s = (struct stream_res *)res_new(addon_env_get(env), RES_STREAM,
-                                                      sizeof(*s), d);
+  struct stream_res *s = (struct stream_res *)res_new(
+      addon_env_get(env), RES_STREAM, sizeof(*s), d, d ? devstate_gen(d->ordinal) : 0);
   if (s == NULL) throw_uv(env, UVCUDA_ENOMEM);
   return s;
 }

@@ -14,6 +14,10 @@
  * (see make_resident there). The thread is shared by every env of the
  * process, so no single env's teardown could join it.
  *
+ * Each item holds the device's reset lock for reading while it runs (a
+ * reset waits for it) and skips the driver call when its object belongs to
+ * a generation a reset ended (devstate.h).
+ *
  * UVCUDA_NODE_FREE_INLINE=1 destroys on the calling thread instead (for
  * comparison and debugging). */
 #include "reaper.h"
@@ -22,15 +26,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devstate.h"
+
 struct item {
   struct item *next;
   int kind;
+  int ordinal; /* -1: no device known */
+  uint64_t gen;
   CUcontext ctx;
+  CUstream stream; /* REAP_HOST_FREE: what to wait for (NULL: the context) */
   union {
     CUdeviceptr ptr;
     CUmodule mod;
     CUstream stream;
     CUdevice dev;
+    void *host;
   } u;
 };
 
@@ -39,7 +49,7 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct item *head, *tail;
 static int started, inline_mode = -1;
 
-static void run(struct item *it) {
+static void run_current(struct item *it) {
   CUcontext prev = NULL;
   if (it->kind == REAP_CTX_RELEASE) {
     cu.cuDevicePrimaryCtxRelease(it->u.dev);
@@ -48,16 +58,30 @@ static void run(struct item *it) {
   cu.cuCtxGetCurrent(&prev);
   if (prev != it->ctx) cu.cuCtxSetCurrent(it->ctx);
   /* Work still queued may use what goes away (uvcuda's loop close does
-   * not wait for the GPU, so a worker's teardown can free memory its
-   * cancelled kernels still use): cuMemFree and cuModuleUnload wait for
-   * the device first (implicit synchronisation), here, off the JS thread. */
+   * not wait for the GPU, nor does a worker's teardown: its cancelled
+   * kernels may still use its memory): cuMemFree and cuModuleUnload wait
+   * for the device first (implicit synchronisation), here, off the JS
+   * thread; a host buffer waits for its stream, or its context. */
   switch (it->kind) {
     case REAP_MEMORY: cu.cuMemFree(it->u.ptr); break;
     case REAP_MODULE: cu.cuModuleUnload(it->u.mod); break;
     case REAP_STREAM: cu.cuStreamDestroy(it->u.stream); break;
+    case REAP_HOST_FREE:
+      if (it->stream) cu.cuStreamSynchronize(it->stream); /* an error: done too */
+      else cu.cuCtxSynchronize();
+      break;
     default: break;
   }
   if (prev != it->ctx) cu.cuCtxSetCurrent(prev);
+}
+
+static void run(struct item *it) {
+  uint64_t gen = 0;
+  if (it->ordinal >= 0) devstate_enter_wait(it->ordinal, &gen);
+  /* An object of an older generation went with the reset that ended it. */
+  if (it->ordinal < 0 || it->kind == REAP_CTX_RELEASE || gen == it->gen) run_current(it);
+  if (it->ordinal >= 0) devstate_leave(it->ordinal);
+  if (it->kind == REAP_HOST_FREE) free(it->u.host);
 }
 
 static void *reaper_main(void *arg) {
@@ -110,38 +134,53 @@ static void push(struct item *it) {
   pthread_mutex_unlock(&mu);
 }
 
-static struct item *item_new(int kind, CUcontext ctx) {
+static struct item *item_new(int kind, int ordinal, uint64_t gen, CUcontext ctx) {
   struct item *it = calloc(1, sizeof(*it));
   if (it == NULL) return NULL;
   it->kind = kind;
+  it->ordinal = ordinal;
+  it->gen = gen;
   it->ctx = ctx;
   return it;
 }
 
-void reap_memory(CUcontext ctx, CUdeviceptr ptr) {
-  struct item *it = item_new(REAP_MEMORY, ctx);
-  if (it == NULL) { cu.cuMemFree(ptr); return; }
+/* Out of memory for an item: the object is left to the driver (reclaimed
+ * with the context or the process), never destroyed on the calling thread,
+ * which may be a JS thread. */
+void reap_memory(int ordinal, uint64_t gen, CUcontext ctx, CUdeviceptr ptr) {
+  struct item *it = item_new(REAP_MEMORY, ordinal, gen, ctx);
+  if (it == NULL) return;
   it->u.ptr = ptr;
   push(it);
 }
 
-void reap_module(CUcontext ctx, CUmodule mod) {
-  struct item *it = item_new(REAP_MODULE, ctx);
-  if (it == NULL) { cu.cuModuleUnload(mod); return; }
+void reap_module(int ordinal, uint64_t gen, CUcontext ctx, CUmodule mod) {
+  struct item *it = item_new(REAP_MODULE, ordinal, gen, ctx);
+  if (it == NULL) return;
   it->u.mod = mod;
   push(it);
 }
 
-void reap_stream(CUcontext ctx, CUstream stream) {
-  struct item *it = item_new(REAP_STREAM, ctx);
-  if (it == NULL) { cu.cuStreamDestroy(stream); return; }
+void reap_stream(int ordinal, uint64_t gen, CUcontext ctx, CUstream stream) {
+  struct item *it = item_new(REAP_STREAM, ordinal, gen, ctx);
+  if (it == NULL) return;
   it->u.stream = stream;
   push(it);
 }
 
-void reap_ctx_release(CUdevice dev) {
-  struct item *it = item_new(REAP_CTX_RELEASE, NULL);
-  if (it == NULL) { cu.cuDevicePrimaryCtxRelease(dev); return; }
+void reap_ctx_release(int ordinal, CUdevice dev) {
+  struct item *it = item_new(REAP_CTX_RELEASE, ordinal, 0, NULL);
+  if (it == NULL) return;
   it->u.dev = dev;
+  push(it);
+}
+
+void reap_host_free(int ordinal, uint64_t gen, CUcontext ctx, CUstream stream,
+                    void *host) {
+  struct item *it;
+  if (host == NULL || ctx == NULL) return; /* see reaper.h: left allocated */
+  if ((it = item_new(REAP_HOST_FREE, ordinal, gen, ctx)) == NULL) return;
+  it->stream = stream;
+  it->u.host = host;
   push(it);
 }

@@ -4,8 +4,32 @@
  * stream, the TypedArray, the DeviceMemory, the Kernel) by strong
  * references until it settles. The *OnThreadPool variants are the baseline
  * that addons use today (napi_create_async_work + cuStreamSynchronize on a
- * libuv pool thread), kept for comparison and the benchmark. */
+ * libuv pool thread), kept for comparison and the benchmark.
+ *
+ * Every method here returns a Promise and reports every error through it
+ * (PROMISE_METHOD), argument errors included.
+ *
+ * Host memory. The GPU never reads or writes a JS buffer: a copy goes
+ * through a buffer of ours (the bounce), so that transferring or detaching
+ * the JS buffer while the copy is pending cannot make the GPU touch memory
+ * JS gave away (or freed):
+ *   copyToDevice   copies the source into the bounce at the call; the GPU
+ *                  reads the bounce. Later changes to the source, or its
+ *                  transfer, change nothing.
+ *   copyFromDevice the GPU writes the bounce; once the work is done the
+ *                  bytes are copied into dst on the JS thread, unless dst
+ *                  was detached or transferred meanwhile (the promise then
+ *                  rejects with ERR_INVALID_STATE and nothing is written),
+ *                  or the caller's AbortSignal was aborted (dst is left
+ *                  alone).
+ * The bounce lives until the GPU is done with it: where the promise ends
+ * without the work being known done (env teardown cancels it, a fault or
+ * a reset fails it), the reaper thread frees it once the stream (or the
+ * context) is idle. The cost: one more memcpy of the bytes on the JS
+ * thread, and their size again in host memory while the copy pends. */
 #include "addon.h"
+#include "devstate.h"
+#include "reaper.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -14,29 +38,36 @@
 
 enum op_kind { OP_FENCE, OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_LAUNCH };
 
-/* What one promise keeps: at most the stream, the kernel, two buffers and
- * one DeviceMemory per kernel parameter. */
-#define OP_MAX_KEEP (4 + ADDON_MAX_PARAMS)
+/* What one promise keeps: at most the stream, the kernel, two buffers, a
+ * signal and one DeviceMemory per kernel parameter. */
+#define OP_MAX_KEEP (5 + ADDON_MAX_PARAMS)
 
 struct op {
   int kind;
   CUstream stream;
   CUdeviceptr dst, src;
-  void *host;
+  void *bounce;  /* HTOD / DTOH: the bytes the GPU reads or writes */
   size_t bytes;
   unsigned char byte;
   CUfunction fn;
   unsigned grid[3], block[3], shmem;
   int resolve_keep; /* resolve with kept[resolve_keep]; -1: undefined */
+  int signal_keep;  /* DTOH: kept[signal_keep] is the caller's AbortSignal; -1 */
+  int enqueued;     /* the op's work reached the stream */
   int nparams;
   void **params;
   uint64_t *slots;
   int nheld;
   struct res **held;
+  /* where the GPU work runs: to free the bounce after it, and for faults */
+  struct dev *dev;
+  int ordinal; /* -1: no device known */
+  uint64_t gen;
+  CUcontext ctx;
+  CUstream own_stream; /* the stream, when it is ours to wait for */
   /* thread-pool baseline */
   napi_async_work work;
   napi_deferred deferred;
-  CUcontext ctx;
   CUresult result;
   size_t nrefs;
   napi_ref *refs;
@@ -58,6 +89,8 @@ static struct op *op_new(int kind, int nparams, int max_held, size_t max_refs) {
   o->refs = (napi_ref *)p;
   o->kind = kind;
   o->resolve_keep = -1;
+  o->signal_keep = -1;
+  o->ordinal = -1;
   return o;
 }
 
@@ -69,7 +102,26 @@ static void op_hold(struct op *o, struct res *r) {
 static void op_free(napi_env env, struct op *o) {
   int i;
   for (i = 0; i < o->nheld; i++) res_release(env, o->held[i]);
+  free(o->bounce);
   free(o);
+}
+
+/* Where o's work runs, from its stream's res. For a foreign stream of no
+ * known device, the stream's context is asked of the driver, and only for
+ * a copy (the reaper may have to wait for it before freeing the bounce). */
+static void op_place(struct op *o, struct stream_res *s) {
+  struct dev *d = s->h.dev;
+  o->stream = s->stream;
+  o->dev = d;
+  if (d != NULL) {
+    o->ordinal = d->ordinal;
+    o->gen = s->h.gen;
+    o->ctx = d->ctx;
+    if (s->owned) o->own_stream = s->stream;
+  } else if (o->bounce == NULL || cu_load() != 0 ||
+             cu.cuStreamGetCtx(s->stream, &o->ctx) != CUDA_SUCCESS) {
+    o->ctx = NULL;
+  }
 }
 
 /* ---- the uvcuda path --------------------------------------------------- */
@@ -77,35 +129,75 @@ static void op_free(napi_env env, struct op *o) {
 static int op_enqueue(uvcuda_stream_t stream, void *data) {
   struct op *o = data;
   CUstream s = (CUstream)stream;
+  CUresult r = CUDA_SUCCESS;
   switch (o->kind) {
     case OP_HTOD:
-      return o->bytes ? (int)cu.cuMemcpyHtoDAsync(o->dst, o->host, o->bytes, s) : 0;
+      if (o->bytes) r = cu.cuMemcpyHtoDAsync(o->dst, o->bounce, o->bytes, s);
+      break;
     case OP_DTOH:
-      return o->bytes ? (int)cu.cuMemcpyDtoHAsync(o->host, o->src, o->bytes, s) : 0;
+      if (o->bytes) r = cu.cuMemcpyDtoHAsync(o->bounce, o->src, o->bytes, s);
+      break;
     case OP_DTOD:
-      return o->bytes ? (int)cu.cuMemcpyDtoDAsync(o->dst, o->src, o->bytes, s) : 0;
+      if (o->bytes) r = cu.cuMemcpyDtoDAsync(o->dst, o->src, o->bytes, s);
+      break;
     case OP_MEMSET:
-      return o->bytes ? (int)cu.cuMemsetD8Async(o->dst, o->byte, o->bytes, s) : 0;
+      if (o->bytes) r = cu.cuMemsetD8Async(o->dst, o->byte, o->bytes, s);
+      break;
     case OP_LAUNCH:
-      return (int)cu.cuLaunchKernel(o->fn, o->grid[0], o->grid[1], o->grid[2],
-                                    o->block[0], o->block[1], o->block[2], o->shmem,
-                                    s, o->nparams ? o->params : NULL, NULL);
+      r = cu.cuLaunchKernel(o->fn, o->grid[0], o->grid[1], o->grid[2], o->block[0],
+                            o->block[1], o->block[2], o->shmem, s,
+                            o->nparams ? o->params : NULL, NULL);
+      break;
     default:
-      return 0;
+      break;
   }
+  if (r == CUDA_SUCCESS) o->enqueued = 1;
+  return (int)r;
+}
+
+static int signal_aborted(napi_env env, napi_value signal) {
+  napi_value v;
+  bool b = false;
+  if (signal == NULL || napi_get_named_property(env, signal, "aborted", &v) != napi_ok ||
+      napi_get_value_bool(env, v, &b) != napi_ok)
+    return 0;
+  return b;
 }
 
 static napi_status op_convert(napi_env env, void *data, const napi_value *kept,
                               napi_value *result) {
   struct op *o = data;
-  (void)env;
+  if (o->kind == OP_DTOH && kept != NULL && o->resolve_keep >= 0) {
+    napi_value dst = kept[o->resolve_keep];
+    void *host = NULL;
+    size_t len = 0;
+    int detached = 0;
+    /* The caller gave up on this copy: leave dst as it is. */
+    if (o->signal_keep >= 0 && signal_aborted(env, kept[o->signal_keep])) return napi_ok;
+    if (host_bytes(env, dst, &host, &len, &detached) != 0 || detached || len != o->bytes) {
+      throw_state(env, "copyFromDevice: dst was detached or transferred (its %zu bytes "
+                       "are now %zu) while the copy was pending; nothing was written "
+                       "into it",
+                  o->bytes, detached ? (size_t)0 : len);
+      return napi_pending_exception;
+    }
+    if (o->bytes) memcpy(host, o->bounce, o->bytes);
+  }
   if (o->resolve_keep >= 0 && kept != NULL) *result = kept[o->resolve_keep];
   return napi_ok;
 }
 
+/* After the promise settled (status 0 or its error), or at env teardown
+ * (UVCUDA_ECANCELED, no JS). Work that reached the stream and is not known
+ * done may still use the bounce: the reaper frees it after that work. */
 static void op_release(napi_env env, void *data, int status) {
-  (void)status;
-  op_free(env, data);
+  struct op *o = data;
+  if (status != 0 && status != UVCUDA_ECANCELED) fault_after_settle(env, o->dev, status);
+  if (status != 0 && o->enqueued && o->bounce != NULL) {
+    reap_host_free(o->ordinal, o->gen, o->ctx, o->own_stream, o->bounce);
+    o->bounce = NULL; /* the reaper's now, or left allocated (reaper.h) */
+  }
+  op_free(env, o);
 }
 
 static int is_special(CUstream s) {
@@ -113,16 +205,23 @@ static int is_special(CUstream s) {
 }
 
 /* Starts o on its stream; returns the promise, or NULL (thrown, o freed).
- * The legacy / per-thread / NULL stream handles name the current
- * context's default stream: d's context is made current for the start. */
+ * Holds the device's reset lock meanwhile, after checking that everything
+ * o holds belongs to the device's current generation. The legacy /
+ * per-thread / NULL stream handles name the current context's default
+ * stream: d's context is made current for the start. */
 static napi_value submit(napi_env env, struct op *o, struct dev *d,
                          const napi_value *keep, size_t nkeep, const char *name) {
   uvcuda_napi_await_t a;
   napi_value promise = NULL;
   CUcontext prev = NULL;
   int push = d != NULL && is_special(o->stream);
+  uint64_t gen;
   napi_status s;
 
+  if (op_enter(env, d, o->held, o->nheld, &gen) != 0) {
+    op_free(env, o);
+    return NULL;
+  }
   memset(&a, 0, sizeof(a));
   a.stream = o->stream;
   a.enqueue = o->kind == OP_FENCE ? NULL : op_enqueue;
@@ -135,6 +234,7 @@ static napi_value submit(napi_env env, struct op *o, struct dev *d,
   if (push) prev = ctx_push(d);
   s = uvcuda_napi_await_ex(env, &a, &promise);
   if (push) ctx_pop(prev, d);
+  op_leave(d);
   if (s != napi_ok) {
     op_free(env, o);
     return NULL;
@@ -148,12 +248,20 @@ static void pool_execute(napi_env env, void *data) {
   struct op *o = data;
   CUcontext prev = NULL;
   CUresult r = CUDA_SUCCESS;
+  uint64_t gen = 0;
   (void)env;
-  cu.cuCtxGetCurrent(&prev);
-  if (prev != o->ctx) cu.cuCtxSetCurrent(o->ctx);
-  if (o->kind == OP_LAUNCH) r = (CUresult)op_enqueue(o->stream, o);
-  if (r == CUDA_SUCCESS) r = cu.cuStreamSynchronize(o->stream);
-  if (prev != o->ctx) cu.cuCtxSetCurrent(prev);
+  /* A reset waits for this (its lock is held for reading meanwhile). */
+  if (o->ordinal >= 0) devstate_enter_wait(o->ordinal, &gen);
+  if (o->ordinal >= 0 && gen != o->gen) {
+    r = CUDA_ERROR_CONTEXT_IS_DESTROYED; /* gone with a reset */
+  } else {
+    cu.cuCtxGetCurrent(&prev);
+    if (prev != o->ctx) cu.cuCtxSetCurrent(o->ctx);
+    if (o->kind == OP_LAUNCH) r = (CUresult)op_enqueue(o->stream, o);
+    if (r == CUDA_SUCCESS) r = cu.cuStreamSynchronize(o->stream);
+    if (prev != o->ctx) cu.cuCtxSetCurrent(prev);
+  }
+  if (o->ordinal >= 0) devstate_leave(o->ordinal);
   o->result = r;
 }
 
@@ -168,6 +276,7 @@ static void pool_complete(napi_env env, napi_status status, void *data) {
       napi_reject_deferred(env, o->deferred, v);
     else if (err == 0 && napi_get_undefined(env, &v) == napi_ok)
       napi_resolve_deferred(env, o->deferred, v);
+    if (err != 0 && err != UVCUDA_ECANCELED) fault_after_settle(env, o->dev, err);
   }
   for (i = 0; i < o->nrefs; i++) napi_delete_reference(env, o->refs[i]);
   napi_delete_async_work(env, o->work);
@@ -180,10 +289,15 @@ static napi_value pool_submit(napi_env env, struct op *o, struct dev *d,
   napi_value promise = NULL, undef, rname;
   size_t i;
   CUresult r;
+  uint64_t gen;
 
   if (need_driver(env) != 0) goto fail;
+  if (op_enter(env, d, o->held, o->nheld, &gen) != 0) goto fail;
+  op_leave(d);
   if (d != NULL) {
     o->ctx = d->ctx;
+    o->ordinal = d->ordinal;
+    o->gen = gen;
   } else if (is_special(o->stream)) {
     throw_type(env, "awaiting a default stream handle (0n, 1n, 2n) needs a Device");
     goto fail;
@@ -246,8 +360,9 @@ static int check_range(napi_env env, const char *what, size_t off, size_t n,
 
 static int get_number(napi_env env, napi_value v, const char *what, double *d) {
   napi_valuetype t;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) {
-    throw_type(env, "%s must be a number", what);
+  char got[160];
+  if (v == NULL || napi_typeof(env, v, &t) != napi_ok || t != napi_number) {
+    throw_type(env, "%s must be a number, got %s", what, describe(env, v, got, sizeof(got)));
     return -1;
   }
   napi_get_value_double(env, v, d);
@@ -256,10 +371,11 @@ static int get_number(napi_env env, napi_value v, const char *what, double *d) {
 
 static int get_int(napi_env env, napi_value v, const char *what, double lo, double hi,
                    double *d) {
+  char got[160];
   if (get_number(env, v, what, d) != 0) return -1;
   if (!(*d >= lo && *d <= hi) || *d != floor(*d)) {
-    throw_range(env, "%s must be an integer from %.0f to %.0f, got %g", what, lo, hi,
-                *d);
+    throw_range(env, "%s must be an integer from %.0f to %.0f, got %s", what, lo, hi,
+                describe(env, v, got, sizeof(got)));
     return -1;
   }
   return 0;
@@ -270,6 +386,7 @@ static int get_int64(napi_env env, napi_value v, const char *what, int is_signed
                      uint64_t *out) {
   napi_valuetype t;
   bool lossless = false;
+  char got[160];
   double d;
   if (napi_typeof(env, v, &t) != napi_ok) return -1;
   if (t == napi_bigint) {
@@ -281,13 +398,15 @@ static int get_int64(napi_env env, napi_value v, const char *what, int is_signed
       napi_get_value_bigint_uint64(env, v, out, &lossless);
     }
     if (!lossless) {
-      throw_range(env, "%s does not fit in %s", what, is_signed ? "i64" : "u64");
+      throw_range(env, "%s does not fit in %s, got %s", what, is_signed ? "i64" : "u64",
+                  describe(env, v, got, sizeof(got)));
       return -1;
     }
     return 0;
   }
   if (t != napi_number) {
-    throw_type(env, "%s must be a BigInt or a number", what);
+    throw_type(env, "%s must be a BigInt or a number, got %s", what,
+               describe(env, v, got, sizeof(got)));
     return -1;
   }
   if (get_int(env, v, what, is_signed ? -9007199254740991.0 : 0.0,
@@ -315,14 +434,15 @@ static int marshal(napi_env env, struct kern_res *k, napi_value args, struct op 
 
   if (!arg_is_undefined(env, args)) {
     if (napi_is_array(env, args, &is) != napi_ok || !is) {
-      throw_type(env, "args must be an array");
+      char got[160];
+      throw_type(env, "args must be an array, got %s", describe(env, args, got, sizeof(got)));
       return -1;
     }
     napi_get_array_length(env, args, &n);
   }
   if ((int)n != k->nparams) {
-    throw_type(env, "kernel %s takes %d argument%s, got %u", k->name, k->nparams,
-               k->nparams == 1 ? "" : "s", n);
+    throw_value(env, "kernel %s takes %d argument%s, got %u", k->name, k->nparams,
+                k->nparams == 1 ? "" : "s", n);
     return -1;
   }
   for (i = 0; i < n; i++) {
@@ -345,7 +465,9 @@ static int marshal(napi_env env, struct kern_res *k, napi_value args, struct op 
           op_hold(o, r);
           keep[(*nkeep)++] = e;
         } else {
-          throw_type(env, "%s (ptr) must be a DeviceMemory, a BigInt or null", what);
+          char got[160];
+          throw_type(env, "%s (ptr) must be a DeviceMemory, a BigInt or null, got %s", what,
+                     describe(env, e, got, sizeof(got)));
           return -1;
         }
         memcpy(slot, &p, sizeof(p));
@@ -421,10 +543,11 @@ static int marshal(napi_env env, struct kern_res *k, napi_value args, struct op 
 
 /* ---- Stream methods ---------------------------------------------------- */
 
-/* stream.copyToDevice(dst: DeviceMemory, src: BufferSource, dstOffset = 0) */
-static napi_value stream_copy_to_device(napi_env env, napi_callback_info info) {
+/* stream.copyToDevice(dst: DeviceMemory, src: BufferSource, dstOffset = 0):
+ * src is copied at the call (see the top of this file) */
+static napi_value copy_to_device(napi_env env, napi_callback_info info) {
   size_t argc = 3, len, off;
-  napi_value argv[3], self, keep[3];
+  napi_value argv[3] = {NULL, NULL, NULL}, self, keep[3];
   struct stream_res *s = this_stream(env, info, &argc, argv, &self);
   struct res *mr;
   struct mem_res *m;
@@ -438,9 +561,13 @@ static napi_value stream_copy_to_device(napi_env env, napi_callback_info info) {
   m = (struct mem_res *)mr;
   if (check_range(env, "copyToDevice", off, len, m->size) != 0) return NULL;
   if ((o = op_new(OP_HTOD, 0, 2, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  o->stream = s->stream;
+  if (len && (o->bounce = malloc(len)) == NULL) {
+    op_free(env, o);
+    return throw_uv(env, UVCUDA_ENOMEM);
+  }
+  if (len) memcpy(o->bounce, host, len);
+  op_place(o, s);
   o->dst = m->ptr + off;
-  o->host = host;
   o->bytes = len;
   op_hold(o, &s->h);
   op_hold(o, mr);
@@ -450,15 +577,17 @@ static napi_value stream_copy_to_device(napi_env env, napi_callback_info info) {
   return submit(env, o, s->h.dev, keep, 3, "uvcuda.copyToDevice");
 }
 
-/* stream.copyFromDevice(dst: BufferSource, src: DeviceMemory, srcOffset = 0):
- * resolves with dst */
-static napi_value stream_copy_from_device(napi_env env, napi_callback_info info) {
-  size_t argc = 3, len, off;
-  napi_value argv[3], self, keep[3];
+/* stream.copyFromDevice(dst: BufferSource, src: DeviceMemory, srcOffset = 0,
+ * [signal]): resolves with dst. The 4th argument is the caller's
+ * AbortSignal (index.js passes it): once aborted, dst is left alone. */
+static napi_value copy_from_device(napi_env env, napi_callback_info info) {
+  size_t argc = 4, len, off, nkeep = 3;
+  napi_value argv[4] = {NULL, NULL, NULL, NULL}, self, keep[4];
   struct stream_res *s = this_stream(env, info, &argc, argv, &self);
   struct res *mr;
   struct mem_res *m;
   struct op *o;
+  napi_valuetype t;
   void *host;
 
   if (s == NULL || arg_bytes(env, argv[0], "dst", &host, &len) != 0 ||
@@ -468,9 +597,12 @@ static napi_value stream_copy_from_device(napi_env env, napi_callback_info info)
   m = (struct mem_res *)mr;
   if (check_range(env, "copyFromDevice", off, len, m->size) != 0) return NULL;
   if ((o = op_new(OP_DTOH, 0, 2, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  o->stream = s->stream;
+  if (len && (o->bounce = malloc(len)) == NULL) {
+    op_free(env, o);
+    return throw_uv(env, UVCUDA_ENOMEM);
+  }
+  op_place(o, s);
   o->src = m->ptr + off;
-  o->host = host;
   o->bytes = len;
   o->resolve_keep = 1;
   op_hold(o, &s->h);
@@ -478,14 +610,18 @@ static napi_value stream_copy_from_device(napi_env env, napi_callback_info info)
   keep[0] = self;
   keep[1] = argv[0];
   keep[2] = argv[1];
-  return submit(env, o, s->h.dev, keep, 3, "uvcuda.copyFromDevice");
+  if (argv[3] != NULL && napi_typeof(env, argv[3], &t) == napi_ok && t == napi_object) {
+    o->signal_keep = 3;
+    keep[nkeep++] = argv[3];
+  }
+  return submit(env, o, s->h.dev, keep, nkeep, "uvcuda.copyFromDevice");
 }
 
 /* stream.copyDevice(dst, src, byteLength = src.byteLength - srcOffset,
  *                   dstOffset = 0, srcOffset = 0) */
-static napi_value stream_copy_device(napi_env env, napi_callback_info info) {
+static napi_value copy_device(napi_env env, napi_callback_info info) {
   size_t argc = 5, n, doff, soff;
-  napi_value argv[5], self, keep[3];
+  napi_value argv[5] = {NULL, NULL, NULL, NULL, NULL}, self, keep[3];
   struct stream_res *s = this_stream(env, info, &argc, argv, &self);
   struct res *dr, *sr;
   struct mem_res *dm, *sm;
@@ -506,7 +642,7 @@ static napi_value stream_copy_device(napi_env env, napi_callback_info info) {
       check_range(env, "copyDevice (dst)", doff, n, dm->size) != 0)
     return NULL;
   if ((o = op_new(OP_DTOD, 0, 3, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  o->stream = s->stream;
+  op_place(o, s);
   o->dst = dm->ptr + doff;
   o->src = sm->ptr + soff;
   o->bytes = n;
@@ -521,9 +657,9 @@ static napi_value stream_copy_device(napi_env env, napi_callback_info info) {
 
 /* stream.memset(dst, value: 0..255, byteLength = dst.byteLength - offset,
  *               offset = 0) */
-static napi_value stream_memset(napi_env env, napi_callback_info info) {
+static napi_value memset_(napi_env env, napi_callback_info info) {
   size_t argc = 4, n, off;
-  napi_value argv[4], self, keep[2];
+  napi_value argv[4] = {NULL, NULL, NULL, NULL}, self, keep[2];
   struct stream_res *s = this_stream(env, info, &argc, argv, &self);
   struct res *mr;
   struct mem_res *m;
@@ -542,7 +678,7 @@ static napi_value stream_memset(napi_env env, napi_callback_info info) {
       check_range(env, "memset", off, n, m->size) != 0)
     return NULL;
   if ((o = op_new(OP_MEMSET, 0, 2, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  o->stream = s->stream;
+  op_place(o, s);
   o->dst = m->ptr + off;
   o->byte = (unsigned char)value;
   o->bytes = n;
@@ -578,7 +714,7 @@ static struct op *launch_op(napi_env env, struct stream_res *s, napi_value self,
     throw_uv(env, UVCUDA_ENOMEM);
     return NULL;
   }
-  o->stream = s->stream;
+  op_place(o, s);
   o->fn = k->fn;
   memcpy(o->grid, grid, sizeof(grid));
   memcpy(o->block, block, sizeof(block));
@@ -596,9 +732,9 @@ static struct op *launch_op(napi_env env, struct stream_res *s, napi_value self,
 }
 
 /* stream.launch(kernel, grid, block, args = [], sharedMemBytes = 0) */
-static napi_value stream_launch(napi_env env, napi_callback_info info) {
+static napi_value launch(napi_env env, napi_callback_info info) {
   size_t argc = 5, nkeep = 0;
-  napi_value argv[5], self, keep[OP_MAX_KEEP];
+  napi_value argv[5] = {NULL, NULL, NULL, NULL, NULL}, self, keep[OP_MAX_KEEP];
   struct stream_res *s = this_stream(env, info, &argc, argv, &self);
   struct op *o;
   if (s == NULL || (o = launch_op(env, s, self, argv, keep, &nkeep)) == NULL)
@@ -607,20 +743,20 @@ static napi_value stream_launch(napi_env env, napi_callback_info info) {
 }
 
 /* stream.fence(): resolves once the work enqueued so far is done */
-static napi_value stream_fence(napi_env env, napi_callback_info info) {
+static napi_value fence(napi_env env, napi_callback_info info) {
   size_t argc = 0;
   napi_value self;
   struct stream_res *s = this_stream(env, info, &argc, NULL, &self);
   struct op *o;
   if (s == NULL) return NULL;
   if ((o = op_new(OP_FENCE, 0, 1, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  o->stream = s->stream;
+  op_place(o, s);
   op_hold(o, &s->h);
   return submit(env, o, s->h.dev, &self, 1, "uvcuda.fence");
 }
 
 /* Baseline: stream.fenceOnThreadPool() */
-static napi_value stream_fence_pool(napi_env env, napi_callback_info info) {
+static napi_value fence_pool(napi_env env, napi_callback_info info) {
   size_t argc = 0;
   napi_value self;
   struct stream_res *s = this_stream(env, info, &argc, NULL, &self);
@@ -628,48 +764,66 @@ static napi_value stream_fence_pool(napi_env env, napi_callback_info info) {
   if (s == NULL) return NULL;
   if ((o = op_new(OP_FENCE, 0, 1, 1)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
   o->stream = s->stream;
+  o->dev = s->h.dev;
   op_hold(o, &s->h);
   return pool_submit(env, o, s->h.dev, &self, 1, "uvcuda.fenceOnThreadPool");
 }
 
 /* Baseline: stream.launchOnThreadPool(kernel, grid, block, args, shmem) */
-static napi_value stream_launch_pool(napi_env env, napi_callback_info info) {
+static napi_value launch_pool(napi_env env, napi_callback_info info) {
   size_t argc = 5, nkeep = 0;
-  napi_value argv[5], self, keep[OP_MAX_KEEP];
+  napi_value argv[5] = {NULL, NULL, NULL, NULL, NULL}, self, keep[OP_MAX_KEEP];
   struct stream_res *s = this_stream(env, info, &argc, argv, &self);
   struct op *o;
   if (s == NULL || (o = launch_op(env, s, self, argv, keep, &nkeep)) == NULL)
     return NULL;
+  o->ordinal = -1; /* pool_submit places it */
   return pool_submit(env, o, s->h.dev, keep, nkeep, "uvcuda.launchOnThreadPool");
 }
+
+PROMISE_METHOD(stream_copy_to_device, copy_to_device)
+PROMISE_METHOD(stream_copy_from_device, copy_from_device)
+PROMISE_METHOD(stream_copy_device, copy_device)
+PROMISE_METHOD(stream_memset, memset_)
+PROMISE_METHOD(stream_launch, launch)
+PROMISE_METHOD(stream_fence, fence)
+PROMISE_METHOD(stream_fence_pool, fence_pool)
+PROMISE_METHOD(stream_launch_pool, launch_pool)
 
 /* stream.beginCapture(mode = 'relaxed') / stream.endCapture(): the captured
  * graph is destroyed (this package does not launch graphs); while capturing,
  * awaiting the stream rejects with UVCUDA_ECAPTURING. */
 static napi_value stream_begin_capture(napi_env env, napi_callback_info info) {
   size_t argc = 1, len = 0;
-  napi_value argv[1], self;
+  napi_value argv[1] = {NULL}, self;
   struct stream_res *s = this_stream(env, info, &argc, argv, &self);
+  struct res *held[1];
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   CUcontext prev = NULL;
   napi_valuetype t;
-  char m[16];
+  uint64_t gen;
+  char m[16], got[160];
   CUresult r;
 
   if (s == NULL) return NULL;
   if (!arg_is_undefined(env, argv[0])) {
     if (napi_typeof(env, argv[0], &t) != napi_ok || t != napi_string)
-      return throw_type(env, "mode must be 'global', 'thread-local' or 'relaxed'");
+      return throw_type(env, "mode must be 'global', 'thread-local' or 'relaxed', got %s",
+                        describe(env, argv[0], got, sizeof(got)));
     napi_get_value_string_utf8(env, argv[0], m, sizeof(m), &len);
     if (strcmp(m, "global") == 0) mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
     else if (strcmp(m, "thread-local") == 0) mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
     else if (strcmp(m, "relaxed") == 0) mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    else return throw_range(env, "mode must be 'global', 'thread-local' or 'relaxed'");
+    else return throw_range(env, "mode must be 'global', 'thread-local' or 'relaxed', got %s",
+                            describe(env, argv[0], got, sizeof(got)));
   }
   if (need_driver(env) != 0) return NULL;
+  held[0] = &s->h;
+  if (op_enter(env, s->h.dev, held, 1, &gen) != 0) return NULL;
   if (s->h.dev) prev = ctx_push(s->h.dev);
   r = cu.cuStreamBeginCapture(s->stream, mode);
   if (s->h.dev) ctx_pop(prev, s->h.dev);
+  op_leave(s->h.dev);
   if (r != CUDA_SUCCESS) return throw_cu(env, r);
   return NULL;
 }
@@ -678,15 +832,20 @@ static napi_value stream_end_capture(napi_env env, napi_callback_info info) {
   size_t argc = 0;
   napi_value self;
   struct stream_res *s = this_stream(env, info, &argc, NULL, &self);
+  struct res *held[1];
   CUcontext prev = NULL;
   CUgraph g = NULL;
+  uint64_t gen;
   CUresult r;
 
   if (s == NULL || need_driver(env) != 0) return NULL;
+  held[0] = &s->h;
+  if (op_enter(env, s->h.dev, held, 1, &gen) != 0) return NULL;
   if (s->h.dev) prev = ctx_push(s->h.dev);
   r = cu.cuStreamEndCapture(s->stream, &g);
   if (g != NULL) cu.cuGraphDestroy(g);
   if (s->h.dev) ctx_pop(prev, s->h.dev);
+  op_leave(s->h.dev);
   if (r != CUDA_SUCCESS) return throw_cu(env, r);
   return NULL;
 }
@@ -730,18 +889,26 @@ napi_value js_device_create_stream(napi_env env, napi_callback_info info) {
   struct res *d;
   struct stream_res *s;
   CUcontext prev;
+  uint64_t gen;
   CUresult r;
 
   if (napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok ||
       res_unwrap(env, self, RES_DEVICE, "this", 0, &d) != 0)
     return NULL;
-  if ((s = objects_new_stream(env, d->dev)) == NULL) return NULL;
+  if (op_enter(env, d->dev, NULL, 0, &gen) != 0) return NULL;
+  if ((s = objects_new_stream(env, d->dev)) == NULL) {
+    op_leave(d->dev);
+    return NULL;
+  }
+  s->h.gen = gen;
   prev = ctx_push(d->dev);
   r = cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
   ctx_pop(prev, d->dev);
+  op_leave(d->dev);
   if (r != CUDA_SUCCESS) {
     s->h.destroyed = 1;
     objects_discard(env, &s->h);
+    fault_after_error(env, d->dev, UVCUDA_ECUDA(r));
     return throw_cu(env, r);
   }
   s->owned = 1;
@@ -770,7 +937,7 @@ static int foreign_args(napi_env env, napi_value h, napi_value dv, CUstream *out
  * by other code; destroy() forgets it, never destroys it. */
 static napi_value stream_from_handle(napi_env env, napi_callback_info info) {
   size_t argc = 2;
-  napi_value argv[2], dvv;
+  napi_value argv[2] = {NULL, NULL}, dvv;
   struct stream_res *s;
   struct res *dev;
   CUstream h;
@@ -788,35 +955,43 @@ static napi_value stream_from_handle(napi_env env, napi_callback_info info) {
 }
 
 /* uvcuda.fence(stream: Stream | bigint, device?: Device) */
-napi_value js_fence(napi_env env, napi_callback_info info) {
+static napi_value fence_any(napi_env env, napi_callback_info info) {
   size_t argc = 2, nkeep = 0;
-  napi_value argv[2], keep[1];
+  napi_value argv[2] = {NULL, NULL}, keep[1];
   struct res *r, *dev;
   napi_valuetype t;
   struct op *o;
   CUstream h;
+  char got[160];
 
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok ||
-      napi_typeof(env, argv[0], &t) != napi_ok)
-    return NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argv[0] == NULL || napi_typeof(env, argv[0], &t) != napi_ok) t = napi_undefined;
   if (t == napi_object) {
     if (res_unwrap(env, argv[0], RES_STREAM, "stream", 0, &r) != 0) return NULL;
     if ((o = op_new(OP_FENCE, 0, 1, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-    o->stream = ((struct stream_res *)r)->stream;
+    op_place(o, (struct stream_res *)r);
     op_hold(o, r);
     keep[nkeep++] = argv[0];
     return submit(env, o, r->dev, keep, nkeep, "uvcuda.fence");
   }
   if (t != napi_bigint)
-    return throw_type(env, "stream must be a Stream or a BigInt stream handle");
+    return throw_type(env, "stream must be a Stream or a BigInt stream handle, got %s",
+                      describe(env, argv[0], got, sizeof(got)));
   if (foreign_args(env, argv[0], argv[1], &h, &dev) != 0) return NULL;
   if ((o = op_new(OP_FENCE, 0, 1, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
   o->stream = h;
+  o->dev = dev ? dev->dev : NULL;
   if (dev) {
     op_hold(o, dev);
     keep[nkeep++] = argv[1];
   }
   return submit(env, o, dev ? dev->dev : NULL, keep, nkeep, "uvcuda.fence");
+}
+
+PROMISE_METHOD(js_fence_impl, fence_any)
+
+napi_value js_fence(napi_env env, napi_callback_info info) {
+  return js_fence_impl(env, info);
 }
 
 #define SMETHOD(name, fn) {name, NULL, fn, NULL, NULL, NULL, napi_default_method, NULL}

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda-api.h" /* uvcuda's lib/: CUresult names, no CUDA Toolkit */
+
 #define ENV_MAGIC 0x75766e61u /* "uvna" */
 #define IDLE_MAX 512          /* cached idle requests per env */
 #define KEEP_INLINE 4
@@ -68,24 +70,18 @@ static int is_load_error(int err) {
 }
 
 /* uvcuda names CUDA results with the driver's cuGetErrorName, which is gone
- * when loading the driver failed (cuInit's error): the results cuInit and a
- * broken installation give, named here. CUresult values are the driver's
- * ABI (cuda.h), written out so that the helper needs no CUDA header. */
+ * when loading the driver failed (cuInit's error): every CUresult of
+ * uvcuda's cuda-api.h (lib/: the driver API declared by uvcuda, so that no
+ * CUDA Toolkit is needed) is named here by value. */
 static const char *cuda_fallback_name(int r) {
   switch (r) {
-    case 1: return "CUDA_ERROR_INVALID_VALUE";
-    case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
-    case 3: return "CUDA_ERROR_NOT_INITIALIZED";
-    case 4: return "CUDA_ERROR_DEINITIALIZED";
-    case 34: return "CUDA_ERROR_STUB_LIBRARY";
-    case 100: return "CUDA_ERROR_NO_DEVICE";
-    case 101: return "CUDA_ERROR_INVALID_DEVICE";
-    case 304: return "CUDA_ERROR_OPERATING_SYSTEM";
-    case 802: return "CUDA_ERROR_SYSTEM_NOT_READY";
-    case 803: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
-    case 804: return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
-    case 999: return "CUDA_ERROR_UNKNOWN";
-    default: return NULL;
+#define UVCUDA_NAPI_CU_NAME(name, value) \
+  case value:                            \
+    return #name;
+    UVCUDA_CU_RESULT(UVCUDA_NAPI_CU_NAME)
+#undef UVCUDA_NAPI_CU_NAME
+    default:
+      return NULL;
   }
 }
 

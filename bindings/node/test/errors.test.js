@@ -1,8 +1,9 @@
 'use strict';
-// Bad arguments throw TypeError / RangeError synchronously; closed objects
-// throw TypeError (code UVCUDA_ECLOSING); errors of the GPU work reject
-// with an Error carrying .code, .errno (and .cudaResult for CUDA results);
-// driver problems throw named errors.
+// Bad arguments of a synchronous call throw TypeError / RangeError; those
+// of a call that returns a Promise reject with them (promises.test.js has
+// the conventions); closed objects: TypeError (code UVCUDA_ECLOSING);
+// errors of the GPU work reject with an Error carrying .code, .errno (and
+// .cudaResult for CUDA results); driver problems throw named errors.
 
 const assert = require('node:assert/strict');
 const { test, nodeTest, simSkip, uvcuda, setup, runChild, lastJson } = require('./common');
@@ -17,10 +18,17 @@ const typeError = { name: 'TypeError' };
 const rangeError = { name: 'RangeError' };
 const closed = { name: 'TypeError', code: 'UVCUDA_ECLOSING', errno: -30009 };
 
-test('bad arguments throw synchronously (no promise is returned)', () => {
-  // assert.throws fails if the call returns (a rejected promise) instead.
-  assert.throws(() => s.copyToDevice(m, 'not bytes'), typeError);
-  assert.throws(() => s.launch(k.add, 1, 1, [m, -1, 1]), rangeError);
+/** f() returns a Promise (it does not throw) that rejects with `want`. */
+function rejects(f, want) {
+  let p;
+  assert.doesNotThrow(() => { p = f(); });
+  assert.ok(p instanceof Promise);
+  return assert.rejects(p, want);
+}
+
+test('bad arguments of a Promise method reject (nothing is thrown)', async () => {
+  await rejects(() => s.copyToDevice(m, 'not bytes'), typeError);
+  await rejects(() => s.launch(k.add, 1, 1, [m, -1, 1]), rangeError);
 });
 
 test('Device and allocation arguments', () => {
@@ -38,71 +46,71 @@ test('Device and allocation arguments', () => {
   assert.throws(() => dev.loadModule(''), rangeError);
 });
 
-test('constructors and receivers are checked', () => {
+test('constructors and receivers are checked', async () => {
   assert.throws(() => new uvcuda.Stream(), /Illegal constructor/);
   assert.throws(() => new uvcuda.DeviceMemory(), /Illegal constructor/);
   assert.throws(() => new uvcuda.Module(), typeError);
   assert.throws(() => new uvcuda.Kernel(), typeError);
-  assert.throws(() => uvcuda.Stream.prototype.fence.call({}), typeError);
-  assert.throws(() => uvcuda.Stream.prototype.fence.call(m), typeError);
+  await rejects(() => uvcuda.Stream.prototype.fence.call({}), typeError);
+  await rejects(() => uvcuda.Stream.prototype.fence.call(m), typeError);
   assert.throws(() => uvcuda.DeviceMemory.prototype.free.call(s), typeError);
   assert.throws(() => uvcuda.Device.prototype.alloc.call(s, 8), typeError);
 });
 
-test('copy arguments: types and ranges', () => {
+test('copy arguments: types and ranges', async () => {
   const host = new Uint8Array(16);
-  assert.throws(() => s.copyToDevice(host, host), typeError); // dst not DeviceMemory
-  assert.throws(() => s.copyToDevice(s, host), typeError);    // a Stream is not memory
-  assert.throws(() => s.copyToDevice(m, 123), typeError);
-  assert.throws(() => s.copyToDevice(m, [1, 2, 3]), typeError);
-  assert.throws(() => s.copyToDevice(m, host, '1'), typeError);
-  assert.throws(() => s.copyToDevice(m, host, -1), rangeError);
-  assert.throws(() => s.copyToDevice(m, host, 49), rangeError);   // 16 at 49 > 64
-  assert.throws(() => s.copyToDevice(m, new Uint8Array(65)), rangeError);
-  assert.throws(() => s.copyToDevice(m, host, 2 ** 60), rangeError);
-  assert.throws(() => s.copyFromDevice(new Uint8Array(65), m), rangeError);
-  assert.throws(() => s.copyFromDevice(new Uint8Array(8), m, 57), rangeError);
-  assert.throws(() => s.copyFromDevice(m, m), typeError);
-  assert.throws(() => s.copyFromDevice(host, host), typeError);
+  await rejects(() => s.copyToDevice(host, host), typeError); // dst not DeviceMemory
+  await rejects(() => s.copyToDevice(s, host), typeError);    // a Stream is not memory
+  await rejects(() => s.copyToDevice(m, 123), typeError);
+  await rejects(() => s.copyToDevice(m, [1, 2, 3]), typeError);
+  await rejects(() => s.copyToDevice(m, host, '1'), typeError);
+  await rejects(() => s.copyToDevice(m, host, -1), rangeError);
+  await rejects(() => s.copyToDevice(m, host, 49), rangeError);   // 16 at 49 > 64
+  await rejects(() => s.copyToDevice(m, new Uint8Array(65)), rangeError);
+  await rejects(() => s.copyToDevice(m, host, 2 ** 60), rangeError);
+  await rejects(() => s.copyFromDevice(new Uint8Array(65), m), rangeError);
+  await rejects(() => s.copyFromDevice(new Uint8Array(8), m, 57), rangeError);
+  await rejects(() => s.copyFromDevice(m, m), typeError);
+  await rejects(() => s.copyFromDevice(host, host), typeError);
   const big = dev.alloc(128);
-  assert.throws(() => s.copyDevice(m, big), rangeError);          // 128 into 64
-  assert.throws(() => s.copyDevice(m, big, 8, 60), rangeError);
-  assert.throws(() => s.copyDevice(m, big, 8, 0, 121), rangeError);
-  assert.throws(() => s.copyDevice(m, big, 8, 0, 200), rangeError);
-  assert.throws(() => s.copyDevice(m, host), typeError);
-  assert.throws(() => s.memset(m, 256), rangeError);
-  assert.throws(() => s.memset(m, -1), rangeError);
-  assert.throws(() => s.memset(m, 'x'), typeError);
-  assert.throws(() => s.memset(m, 0, 65), rangeError);
-  assert.throws(() => s.memset(m, 0, 8, 60), rangeError);
-  assert.throws(() => s.memset(m, 0, undefined, 65), rangeError);
+  await rejects(() => s.copyDevice(m, big), rangeError);          // 128 into 64
+  await rejects(() => s.copyDevice(m, big, 8, 60), rangeError);
+  await rejects(() => s.copyDevice(m, big, 8, 0, 121), rangeError);
+  await rejects(() => s.copyDevice(m, big, 8, 0, 200), rangeError);
+  await rejects(() => s.copyDevice(m, host), typeError);
+  await rejects(() => s.memset(m, 256), rangeError);
+  await rejects(() => s.memset(m, -1), rangeError);
+  await rejects(() => s.memset(m, 'x'), typeError);
+  await rejects(() => s.memset(m, 0, 65), rangeError);
+  await rejects(() => s.memset(m, 0, 8, 60), rangeError);
+  await rejects(() => s.memset(m, 0, undefined, 65), rangeError);
 });
 
-test('launch arguments: kernel, grid, block, parameters', () => {
-  assert.throws(() => s.launch(m, 1, 1, []), typeError);
-  assert.throws(() => s.launch(k.add, 0, 1, [m, 1, 1]), rangeError);
-  assert.throws(() => s.launch(k.add, 1, 0, [m, 1, 1]), rangeError);
-  assert.throws(() => s.launch(k.add, [1, 2, 3, 4], 1, [m, 1, 1]), rangeError);
-  assert.throws(() => s.launch(k.add, [], 1, [m, 1, 1]), rangeError);
-  assert.throws(() => s.launch(k.add, 'x', 1, [m, 1, 1]), typeError);
-  assert.throws(() => s.launch(k.add, [1, 'y'], 1, [m, 1, 1]), typeError);
-  assert.throws(() => s.launch(k.add, 1, 1.5, [m, 1, 1]), rangeError);
-  assert.throws(() => s.launch(k.add, 1, 1, [m, 1]), typeError);          // count
-  assert.throws(() => s.launch(k.add, 1, 1, [m, 1, 1, 1]), typeError);
-  assert.throws(() => s.launch(k.add, 1, 1), typeError);
-  assert.throws(() => s.launch(k.add, 1, 1, 'm'), typeError);
-  assert.throws(() => s.launch(k.add, 1, 1, [m, '1', 1]), typeError);     // u32
-  assert.throws(() => s.launch(k.add, 1, 1, [m, 2 ** 32, 1]), rangeError);
-  assert.throws(() => s.launch(k.add, 1, 1, [m, 1.25, 1]), rangeError);
-  assert.throws(() => s.launch(k.add, 1, 1, [m, 1n, 1]), typeError);
-  assert.throws(() => s.launch(k.add, 1, 1, [12345, 1, 1]), typeError);   // ptr
-  assert.throws(() => s.launch(k.add, 1, 1, [s, 1, 1]), typeError);
-  assert.throws(() => s.launch(k.add, 1, 1, [-1n, 1, 1]), rangeError);
-  assert.throws(() => s.launch(k.sleep, 1, 1, [-1]), rangeError);         // u64
-  assert.throws(() => s.launch(k.sleep, 1, 1, [2n ** 64n]), rangeError);
-  assert.throws(() => s.launch(k.sleep, 1, 1, [2 ** 53]), rangeError);
-  assert.throws(() => s.launch(k.sleep, 1, 1, ['1']), typeError);
-  assert.throws(() => s.launch(k.fault, 1, 1, [], -1), rangeError);       // shared mem
+test('launch arguments: kernel, grid, block, parameters', async () => {
+  await rejects(() => s.launch(m, 1, 1, []), typeError);
+  await rejects(() => s.launch(k.add, 0, 1, [m, 1, 1]), rangeError);
+  await rejects(() => s.launch(k.add, 1, 0, [m, 1, 1]), rangeError);
+  await rejects(() => s.launch(k.add, [1, 2, 3, 4], 1, [m, 1, 1]), rangeError);
+  await rejects(() => s.launch(k.add, [], 1, [m, 1, 1]), rangeError);
+  await rejects(() => s.launch(k.add, 'x', 1, [m, 1, 1]), typeError);
+  await rejects(() => s.launch(k.add, [1, 'y'], 1, [m, 1, 1]), typeError);
+  await rejects(() => s.launch(k.add, 1, 1.5, [m, 1, 1]), rangeError);
+  await rejects(() => s.launch(k.add, 1, 1, [m, 1]), typeError);          // count
+  await rejects(() => s.launch(k.add, 1, 1, [m, 1, 1, 1]), typeError);
+  await rejects(() => s.launch(k.add, 1, 1), typeError);
+  await rejects(() => s.launch(k.add, 1, 1, 'm'), typeError);
+  await rejects(() => s.launch(k.add, 1, 1, [m, '1', 1]), typeError);     // u32
+  await rejects(() => s.launch(k.add, 1, 1, [m, 2 ** 32, 1]), rangeError);
+  await rejects(() => s.launch(k.add, 1, 1, [m, 1.25, 1]), rangeError);
+  await rejects(() => s.launch(k.add, 1, 1, [m, 1n, 1]), typeError);
+  await rejects(() => s.launch(k.add, 1, 1, [12345, 1, 1]), typeError);   // ptr
+  await rejects(() => s.launch(k.add, 1, 1, [s, 1, 1]), typeError);
+  await rejects(() => s.launch(k.add, 1, 1, [-1n, 1, 1]), rangeError);
+  await rejects(() => s.launch(k.sleep, 1, 1, [-1]), rangeError);         // u64
+  await rejects(() => s.launch(k.sleep, 1, 1, [2n ** 64n]), rangeError);
+  await rejects(() => s.launch(k.sleep, 1, 1, [2 ** 53]), rangeError);
+  await rejects(() => s.launch(k.sleep, 1, 1, ['1']), typeError);
+  await rejects(() => s.launch(k.fault, 1, 1, [], -1), rangeError);       // shared mem
 });
 
 test('getFunction: names and signatures', () => {
@@ -116,16 +124,16 @@ test('getFunction: names and signatures', () => {
     { name: 'Error', code: 'CUDA_ERROR_NOT_FOUND', errno: -20500, cudaResult: 500 });
 });
 
-test('stream handles and fence arguments', () => {
+test('stream handles and fence arguments', async () => {
   assert.throws(() => uvcuda.Stream.fromHandle(123), typeError);
   assert.throws(() => uvcuda.Stream.fromHandle(-1n), rangeError);
   assert.throws(() => uvcuda.Stream.fromHandle(2n ** 64n), rangeError);
   assert.throws(() => uvcuda.Stream.fromHandle(0n), typeError);         // needs a Device
   assert.throws(() => uvcuda.Stream.fromHandle(1n, m), typeError);
-  assert.throws(() => uvcuda.fence(), typeError);
-  assert.throws(() => uvcuda.fence('s'), typeError);
-  assert.throws(() => uvcuda.fence(m), typeError);
-  assert.throws(() => uvcuda.fence(2n), typeError);
+  await rejects(() => uvcuda.fence(), typeError);
+  await rejects(() => uvcuda.fence('s'), typeError);
+  await rejects(() => uvcuda.fence(m), typeError);
+  await rejects(() => uvcuda.fence(2n), typeError);
   assert.throws(() => uvcuda.configure({ completion: 'nope' }), rangeError);
   assert.throws(() => uvcuda.configure(1), typeError);
   uvcuda.stats(); // creates this env's loop context, if not yet there
@@ -134,25 +142,25 @@ test('stream handles and fence arguments', () => {
   assert.throws(() => uvcuda.errorName('x'), typeError);
 });
 
-test('closed objects throw TypeError UVCUDA_ECLOSING', async () => {
+test('closed objects: TypeError UVCUDA_ECLOSING', async () => {
   const s2 = dev.createStream();
   const m2 = dev.alloc(16);
   const mod2 = dev.loadModule(require('./common').ptx);
   const add2 = mod2.getFunction('uvcuda_add_u32', ['ptr', 'u32', 'u32']);
   m2.free();
   m2.free(); // idempotent
-  assert.throws(() => s.copyToDevice(m2, new Uint8Array(1)), closed);
-  assert.throws(() => s.memset(m2, 0), closed);
-  assert.throws(() => s.launch(k.add, 1, 1, [m2, 1, 1]), closed);
+  await rejects(() => s.copyToDevice(m2, new Uint8Array(1)), closed);
+  await rejects(() => s.memset(m2, 0), closed);
+  await rejects(() => s.launch(k.add, 1, 1, [m2, 1, 1]), closed);
   assert.equal(m2.ptr, 0n);
   mod2.unload();
   assert.equal(mod2.unloaded, true);
   assert.throws(() => mod2.getFunction('uvcuda_add_u32', []), closed);
-  assert.throws(() => s.launch(add2, 1, 1, [m, 1, 1]), { code: 'UVCUDA_ECLOSING' });
+  await rejects(() => s.launch(add2, 1, 1, [m, 1, 1]), { code: 'UVCUDA_ECLOSING' });
   s2.destroy();
-  assert.throws(() => s2.fence(), closed);
-  assert.throws(() => s2.copyToDevice(m, new Uint8Array(1)), closed);
-  assert.throws(() => uvcuda.fence(s2), closed);
+  await rejects(() => s2.fence(), closed);
+  await rejects(() => s2.copyToDevice(m, new Uint8Array(1)), closed);
+  await rejects(() => uvcuda.fence(s2), closed);
   assert.doesNotThrow(() => s2.destroy());
   await s.fence();
 });
@@ -248,17 +256,19 @@ test('a device fault rejects pending and later work with CUDA_ERROR_ILLEGAL_ADDR
 });
 
 // Runs anywhere: the child is pointed at a driver that does not exist.
-nodeTest('no driver: named errors, thrown synchronously', async () => {
+nodeTest('no driver: named errors, thrown synchronously (rejected by fence)', async () => {
   const res = await runChild(`
     const out = {};
-    const grab = (f) => { try { f(); return 'no throw'; } catch (e) {
-      return { name: e.name, code: e.code, errno: e.errno, dl: /dlopen/.test(e.message) }; } };
+    const info = (e) => ({ name: e.name, code: e.code, errno: e.errno, dl: /dlopen/.test(e.message) });
+    const grab = (f) => { try { f(); return 'no throw'; } catch (e) { return info(e); } };
     out.info = grab(() => uvcuda.driverInfo());
     out.open = grab(() => uvcuda.openDevice(0));
-    out.fence = grab(() => uvcuda.fence(12345n));
     out.stats = grab(() => uvcuda.stats());
     out.count = grab(() => uvcuda.deviceCount());
-    console.log(JSON.stringify(out));`,
+    uvcuda.fence(12345n).then(() => 'resolved', info).then((r) => {
+      out.fence = r;
+      console.log(JSON.stringify(out));
+    });`,
   { env: { UVCUDA_LIBCUDA: '/nonexistent/libcuda.so.1' } });
   assert.equal(res.status, 0, res.stderr);
   const out = lastJson(res);

@@ -318,3 +318,174 @@ test('process.exit() with GPU work pending (child process)', async () => {
   assert.equal(res.signal, null, res.stderr);
   assert.equal(res.status, 3, res.stderr);
 });
+
+// ---- device faults, recovery, abort, buffers, workers (GPU) --------------
+
+test('a fault: health, the fault event, then reset() recovers or says to restart (child process)', async () => {
+  // On the H200 with driver 580 the driver kept a fault for the life of
+  // the process (new work failed with CUDA_ERROR_ILLEGAL_ADDRESS after
+  // cuDevicePrimaryCtxReset): reset() must then reject saying so, and
+  // health must stay faulted. Where the driver recovers, a verified round
+  // trip must work. Either is a pass; which one is printed.
+  const res = await runChild(`
+    const { once } = require('node:events');
+    const k = common.setup();
+    const out = { events: [] };
+    k.dev.on('fault', (e) => out.events.push(e.code));
+    out.before = k.dev.health;
+    const a = k.dev.createStream(), b = k.dev.createStream();
+    (async () => {
+      const r = await Promise.allSettled([b.launch(k.sleep, 1, 1, [500_000_000n]),
+        a.launch(k.fault, 1, 1, []), a.fence()]);
+      out.pending = r.map((x) => x.status === 'rejected' ? x.reason.code : 'resolved');
+      out.health = k.dev.health;
+      if (out.events.length === 0) await once(k.dev, 'fault');
+      out.reset = await k.dev.reset().then(() => ({ ok: true }),
+        (e) => ({ ok: false, code: e.code, message: e.message, ordinal: e.ordinal }));
+      out.after = k.dev.health;
+      if (out.reset.ok) {
+        const mod = k.dev.loadModule(common.ptx);
+        const add = mod.getFunction('uvcuda_add_u32', ['ptr', 'u32', 'u32']);
+        const s = k.dev.createStream();
+        const n = 1 << 20;
+        const src = new Uint32Array(n).map((_, i) => i * 3);
+        const m = k.dev.alloc(src.byteLength);
+        await s.copyToDevice(m, src);
+        await s.launch(add, common.grid(n), 256, [m, n, 5]);
+        const got = await s.copyFromDevice(new Uint32Array(n), m);
+        out.roundTrip = got.every((v, i) => v === src[i] + 5);
+      }
+      console.log(JSON.stringify(out));
+      process.exit(0);
+    })();`);
+  assert.equal(res.signal, null, res.stderr);
+  assert.equal(res.status, 0, res.stderr);
+  const out = lastJson(res);
+  const illegal = 'CUDA_ERROR_ILLEGAL_ADDRESS';
+  assert.equal(out.before, 'healthy');
+  assert.deepEqual(out.pending, [illegal, illegal, illegal]);
+  assert.equal(out.health, illegal);
+  assert.deepEqual(out.events, [illegal]);
+  if (out.reset.ok) {
+    console.log('# reset(): this driver recovered from the fault; round trip verified');
+    assert.equal(out.after, 'healthy');
+    assert.equal(out.roundTrip, true);
+  } else {
+    console.log(`# reset(): this driver keeps the fault (${out.reset.code}); ` +
+                'the process must be restarted, as reset() says');
+    assert.equal(out.reset.code, illegal);
+    assert.equal(out.reset.ordinal, 0);
+    assert.match(out.reset.message, /restart the process/);
+    assert.equal(out.after, illegal);
+  }
+});
+
+test('getFunction checks signatures against the driver\'s parameter count', () => {
+  const count = { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE' };
+  assert.throws(() => k.mod.getFunction('uvcuda_add_u32', ['ptr', 'u32']), count);
+  assert.throws(() => k.mod.getFunction('uvcuda_fault', ['u32']), count);
+  assert.equal(k.mod.getFunction('uvcuda_checksum_u8', ['ptr', 'u32', 'ptr']).name,
+    'uvcuda_checksum_u8');
+});
+
+test('an abort rejects at once while the kernel runs on; its result lands', async () => {
+  const s = dev.createStream();
+  const n = 1 << 16;
+  const m = dev.alloc(4 * n);
+  await s.memset(m, 0);
+  const ac = new AbortController();
+  const order = [];
+  s.launch(k.sleep, 1, 1, [200_000_000n]);
+  const p = s.launch(k.add, grid(n), 256, [m, n, 9], { signal: ac.signal })
+    .catch((e) => { order.push(e.name); });
+  const after = s.fence().then(() => order.push('fence'));
+  ac.abort();
+  await p;
+  await after;
+  assert.deepEqual(order, ['AbortError', 'fence']);
+  const out = await s.copyFromDevice(new Uint32Array(n), m);
+  assert.ok(out.every((v) => v === 9));
+});
+
+test('copyFromDevice into a buffer transferred meanwhile rejects and writes nothing', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(1 << 20);
+  await s.memset(m, 7);
+  s.launch(k.sleep, 1, 1, [100_000_000n]);
+  const dst = new Uint8Array(1 << 20);
+  const p = s.copyFromDevice(dst, m);
+  const moved = new Uint8Array(structuredClone(dst.buffer, { transfer: [dst.buffer] }));
+  await assert.rejects(p, { code: 'ERR_INVALID_STATE' });
+  await s.fence();
+  assert.ok(moved.every((v) => v === 0));
+});
+
+test('a terminated worker with a 3 s kernel pending exits before a 1 s kernel started after it', async () => {
+  const common = path.join(__dirname, 'common.js');
+  const res = await runChild(`
+    const { Worker } = require('node:worker_threads');
+    const k = common.setup();
+    const s = k.dev.createStream(), s2 = k.dev.createStream();
+    const w = new Worker(\`
+      const { parentPort } = require('node:worker_threads');
+      const common = require(${JSON.stringify(common)});
+      const k = common.setup();
+      const s = k.dev.createStream();
+      const m = k.dev.alloc(64 << 20);
+      s.launch(k.sleep, 1, 1, [3_000_000_000n]);
+      s.copyFromDevice(new Uint8Array(64 << 20), m);
+      parentPort.postMessage('running');
+      setInterval(() => {}, 1000);\`, { eval: true });
+    const order = [];
+    w.on('message', () => {
+      s.launch(k.sleep, 1, 1, [1_000_000_000n]).then(() => {
+        order.push('main kernel');
+        console.log(JSON.stringify(order));
+        process.exit(0);
+      });
+      w.terminate();
+    });
+    w.on('exit', () => {
+      order.push('worker exit');
+      s2.fence().then(() => order.push('after'));
+    });`);
+  assert.equal(res.signal, null, res.stderr);
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), ['worker exit', 'after', 'main kernel']);
+});
+
+test('CUDA objects refuse postMessage', () => {
+  const { MessageChannel } = require('node:worker_threads');
+  const { port1, port2 } = new MessageChannel();
+  try {
+    for (const o of [dev, dev.createStream(), dev.alloc(16), k.mod, k.add]) {
+      assert.throws(() => port1.postMessage(o), { name: 'DataCloneError' });
+    }
+  } finally {
+    port1.close();
+    port2.close();
+  }
+});
+
+test('how long the copy calls hold the JS thread behind a 200 ms kernel (printed, not asserted)', async () => {
+  // CUDA's API synchronization rules say a device-to-pageable-host copy
+  // returns only once the copy is done, so copyFromDevice (its buffer is
+  // malloc'ed, pageable) may hold the JS thread until the kernel ahead of
+  // it ends. Measured here for the record; not a pass/fail criterion.
+  const s = dev.createStream();
+  const m = dev.alloc(1 << 20);
+  await s.memset(m, 1);
+  const time = (f) => {
+    const t0 = process.hrtime.bigint();
+    const p = f();
+    return [Number(process.hrtime.bigint() - t0) / 1e6, p];
+  };
+  s.launch(k.sleep, 1, 1, [200_000_000n]);
+  const [toMs, p1] = time(() => s.copyToDevice(m, new Uint8Array(1 << 20)));
+  await p1;
+  s.launch(k.sleep, 1, 1, [200_000_000n]);
+  const [fromMs, p2] = time(() => s.copyFromDevice(new Uint8Array(1 << 20), m));
+  await p2;
+  console.log(`# behind a 200 ms kernel: the copyToDevice call took ${toMs.toFixed(2)} ms, ` +
+              `the copyFromDevice call ${fromMs.toFixed(2)} ms (1 MiB each)`);
+});

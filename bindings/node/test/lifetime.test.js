@@ -47,7 +47,7 @@ test('free() / destroy() / unload() while work is pending: the work completes fi
   s.destroy();
   assert.equal(m.freed, true);
   assert.equal(s.destroyed, true);
-  assert.throws(() => s.fence(), { code: 'UVCUDA_ECLOSING' });
+  await assert.rejects(s.fence(), { code: 'UVCUDA_ECLOSING' });
   await launched;
   const got = await out;
   await fenced;

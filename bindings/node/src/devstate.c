@@ -1,0 +1,296 @@
+/* See devstate.h. Lock order: a device's reset lock (rw) before its mutex
+ * (mu); subs_mu is never held together with either. uvcuda's own locks are
+ * taken inside uvcuda calls made under ours, never the other way round
+ * (uvcuda does not call into the addon). */
+#include "devstate.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "uvcuda.h"
+
+#define WATCH_INTERVAL_NS 100000000L /* 100 ms */
+
+struct devstate {
+  pthread_rwlock_t rw; /* the reset lock */
+  pthread_mutex_t mu;  /* the fields below but gen */
+  uint64_t gen;        /* written under rw (write), read atomically */
+  int resetting;
+  int users;           /* envs that have the device open */
+  CUcontext ctx;       /* its primary context, while users > 0 */
+  uint64_t faults;     /* faults recorded (at most one per generation) */
+  uint64_t fault_gen;  /* generation of the latest */
+  int fault_err;       /* its error */
+};
+
+static void announce(int kind, int ordinal, int err);
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int init_status;
+static int ndev;
+static struct devstate *devs;
+
+static void init(void) {
+  int i;
+  if ((init_status = cu_load()) != 0) return;
+  if (cu.cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev < 0) ndev = 0;
+  if (ndev == 0) return;
+  if ((devs = calloc((size_t)ndev, sizeof(*devs))) == NULL) {
+    ndev = 0;
+    init_status = UVCUDA_ENOMEM;
+    return;
+  }
+  for (i = 0; i < ndev; i++) {
+    pthread_rwlock_init(&devs[i].rw, NULL);
+    pthread_mutex_init(&devs[i].mu, NULL);
+  }
+}
+
+int devstate_init(void) {
+  pthread_once(&once, init);
+  return init_status;
+}
+
+static struct devstate *get(int ordinal) {
+  devstate_init();
+  return ordinal >= 0 && ordinal < ndev ? &devs[ordinal] : NULL;
+}
+
+int devstate_enter(int ordinal, uint64_t *gen) {
+  struct devstate *d = get(ordinal);
+  int busy;
+  if (d == NULL) {
+    *gen = 0;
+    return 0;
+  }
+  if (pthread_rwlock_tryrdlock(&d->rw) != 0) return UVCUDA_EBUSY;
+  pthread_mutex_lock(&d->mu);
+  busy = d->resetting;
+  pthread_mutex_unlock(&d->mu);
+  if (busy) {
+    pthread_rwlock_unlock(&d->rw);
+    return UVCUDA_EBUSY;
+  }
+  *gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
+  return 0;
+}
+
+void devstate_enter_wait(int ordinal, uint64_t *gen) {
+  struct devstate *d = get(ordinal);
+  *gen = 0;
+  if (d == NULL) return;
+  pthread_rwlock_rdlock(&d->rw);
+  *gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
+}
+
+void devstate_leave(int ordinal) {
+  struct devstate *d = get(ordinal);
+  if (d != NULL) pthread_rwlock_unlock(&d->rw);
+}
+
+uint64_t devstate_gen(int ordinal) {
+  struct devstate *d = get(ordinal);
+  return d ? __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) : 0;
+}
+
+void devstate_open(int ordinal, CUcontext ctx) {
+  struct devstate *d = get(ordinal);
+  if (d == NULL) return;
+  pthread_mutex_lock(&d->mu);
+  d->users++;
+  d->ctx = ctx;
+  pthread_mutex_unlock(&d->mu);
+}
+
+void devstate_close(int ordinal) {
+  struct devstate *d = get(ordinal);
+  if (d == NULL) return;
+  pthread_mutex_lock(&d->mu);
+  if (--d->users == 0) d->ctx = NULL; /* the watcher leaves it alone now */
+  pthread_mutex_unlock(&d->mu);
+}
+
+int devstate_reset_begin(int ordinal) {
+  struct devstate *d = get(ordinal);
+  int err = 0;
+  if (d == NULL) return UVCUDA_EINVAL;
+  pthread_mutex_lock(&d->mu);
+  if (d->resetting) err = UVCUDA_EBUSY;
+  else d->resetting = 1;
+  pthread_mutex_unlock(&d->mu);
+  return err;
+}
+
+void devstate_reset_cancel(int ordinal) {
+  struct devstate *d = get(ordinal);
+  if (d == NULL) return;
+  pthread_mutex_lock(&d->mu);
+  d->resetting = 0;
+  pthread_mutex_unlock(&d->mu);
+}
+
+static int reached_driver(int err) {
+  return err != UVCUDA_EINVAL && err != UVCUDA_ENODRIVER && err != UVCUDA_ENOSYM &&
+         err != UVCUDA_EDRIVEROLD;
+}
+
+int devstate_reset_run(int ordinal) {
+  struct devstate *d = get(ordinal);
+  int err;
+  if (d == NULL) return UVCUDA_EINVAL;
+  pthread_rwlock_wrlock(&d->rw);
+  err = uvcuda_device_reset(ordinal);
+  /* Whatever its result, once it reached the driver every object made
+   * before is gone (uvcuda retired its records; the reset, if it ran,
+   * destroyed the context's): nothing may use their handles again. */
+  if (reached_driver(err)) __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&d->mu);
+  d->resetting = 0;
+  /* A driver that keeps the fault (new work still fails with it): the same
+   * fault, in the new generation too, not a new one to announce. */
+  if (reached_driver(err) && uvcuda_cuda_result(err) != 0 && d->faults > 0) {
+    d->fault_gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
+    d->fault_err = err;
+  }
+  pthread_mutex_unlock(&d->mu);
+  pthread_rwlock_unlock(&d->rw);
+  if (reached_driver(err)) announce(NOTE_RESET, ordinal, err);
+  return err;
+}
+
+uint64_t devstate_faults(int ordinal, int *err) {
+  struct devstate *d = get(ordinal);
+  uint64_t n = 0;
+  *err = 0;
+  if (d == NULL) return 0;
+  pthread_mutex_lock(&d->mu);
+  n = d->faults;
+  *err = d->fault_err;
+  pthread_mutex_unlock(&d->mu);
+  return n;
+}
+
+int devstate_fault_now(int ordinal) {
+  struct devstate *d = get(ordinal);
+  int err = 0;
+  if (d == NULL) return 0;
+  pthread_mutex_lock(&d->mu);
+  if (d->faults > 0 && d->fault_gen == __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE))
+    err = d->fault_err;
+  pthread_mutex_unlock(&d->mu);
+  return err;
+}
+
+/* ---- subscribers and the watcher --------------------------------------- */
+
+struct sub {
+  napi_threadsafe_function tsfn;
+  struct sub *next;
+};
+
+static pthread_mutex_t subs_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t subs_cv = PTHREAD_COND_INITIALIZER;
+static struct sub *subs;
+static int watcher_started;
+
+static void announce(int kind, int ordinal, int err) {
+  struct sub *s;
+  struct fault_note *n;
+  pthread_mutex_lock(&subs_mu);
+  for (s = subs; s; s = s->next) {
+    if ((n = malloc(sizeof(*n))) == NULL) continue;
+    n->kind = kind;
+    n->ordinal = ordinal;
+    n->err = err;
+    /* Non-blocking: an env that is going away answers napi_closing. */
+    if (napi_call_threadsafe_function(s->tsfn, n, napi_tsfn_nonblocking) != napi_ok)
+      free(n);
+  }
+  pthread_mutex_unlock(&subs_mu);
+}
+
+void devstate_note_fault(int ordinal, uint64_t gen, int err) {
+  struct devstate *d = get(ordinal);
+  int fresh = 0;
+  if (d == NULL || err == 0) return;
+  pthread_mutex_lock(&d->mu);
+  if (d->faults == 0 || d->fault_gen != gen) {
+    d->faults++;
+    d->fault_gen = gen;
+    d->fault_err = err;
+    fresh = 1;
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (fresh) announce(NOTE_FAULT, ordinal, err);
+}
+
+/* Every 100 ms while some env is subscribed: the health of every open
+ * device, so that a fault no promise of ours meets (work of other code in
+ * the same context, or of a worker that was terminated) is announced too.
+ * uvcuda_context_health queries a private idle stream of uvcuda's (about a
+ * µs) in RELAXED capture mode. */
+static void *watch_main(void *arg) {
+  struct timespec ts = {0, WATCH_INTERVAL_NS};
+  CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+  uint64_t gen;
+  CUcontext ctx;
+  int i, err;
+  (void)arg;
+  /* A query from this thread must never invalidate a capture that a JS
+   * thread records in the default (GLOBAL) mode. */
+  cu.cuThreadExchangeStreamCaptureMode(&relaxed);
+  for (;;) {
+    pthread_mutex_lock(&subs_mu);
+    while (subs == NULL) pthread_cond_wait(&subs_cv, &subs_mu);
+    pthread_mutex_unlock(&subs_mu);
+    nanosleep(&ts, NULL);
+    for (i = 0; i < ndev; i++) {
+      if (devstate_enter(i, &gen) != 0) continue;
+      err = 0;
+      pthread_mutex_lock(&devs[i].mu);
+      ctx = devs[i].ctx;
+      /* Under mu: the last env cannot release the context meanwhile. */
+      if (ctx != NULL) err = uvcuda_context_health((uvcuda_context_t)ctx);
+      pthread_mutex_unlock(&devs[i].mu);
+      if (uvcuda_cuda_result(err) != 0) devstate_note_fault(i, gen, err);
+      devstate_leave(i);
+    }
+  }
+  return NULL;
+}
+
+int devstate_subscribe(napi_threadsafe_function tsfn) {
+  struct sub *s = calloc(1, sizeof(*s));
+  pthread_t t;
+  pthread_attr_t attr;
+  if (s == NULL) return UVCUDA_ENOMEM;
+  s->tsfn = tsfn;
+  pthread_mutex_lock(&subs_mu);
+  s->next = subs;
+  subs = s;
+  if (!watcher_started) {
+    /* Detached, for the life of the process (the addon stays resident). */
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, watch_main, NULL) == 0) watcher_started = 1;
+    pthread_attr_destroy(&attr);
+  }
+  pthread_cond_signal(&subs_cv);
+  pthread_mutex_unlock(&subs_mu);
+  return 0;
+}
+
+void devstate_unsubscribe(napi_threadsafe_function tsfn) {
+  struct sub **p, *s;
+  pthread_mutex_lock(&subs_mu);
+  for (p = &subs; (s = *p) != NULL; p = &s->next) {
+    if (s->tsfn == tsfn) {
+      *p = s->next;
+      free(s);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&subs_mu);
+}

@@ -1,0 +1,78 @@
+/* What the process knows about each CUDA device, shared by every env (the
+ * main thread and each worker) and by the addon's threads:
+ *
+ *  - the reset lock: every use of a device's CUDA objects holds it for
+ *    reading (JS threads try, and refuse the call while a reset runs; the
+ *    reaper and pool threads wait); device.reset() holds it for writing
+ *    while uvcuda_device_reset runs, so that no thread uses the device then
+ *    ("no thread may use the device while this runs", uvcuda.h);
+ *  - the generation: how many resets the device had. A CUDA object belongs
+ *    to the generation it was made in; a reset destroys every object of the
+ *    device, and a handle of an older generation is never passed to the
+ *    driver again (the driver hands the same stream handles and addresses
+ *    out again);
+ *  - faults: at most one per generation, recorded by whichever thread sees
+ *    it first (a promise rejected with a CUDA error, device.health, or the
+ *    watcher thread, which polls uvcuda_context_health of the open devices
+ *    every 100 ms), then announced to every subscribed env, which emits
+ *    'fault' on its Device objects (fault.c); the end of a reset is
+ *    announced too ('reset').
+ *
+ * Ordinals are the driver's; the table is sized by cuDeviceGetCount once the
+ * driver is loaded. Any thread unless marked. */
+#ifndef UVCUDA_NODE_DEVSTATE_H
+#define UVCUDA_NODE_DEVSTATE_H
+
+#include <node_api.h>
+#include <stdint.h>
+
+#include "cu.h"
+
+/* Loads the driver and sizes the table once per process: 0 or a uvcuda
+ * error. */
+int devstate_init(void);
+
+/* Read side of the reset lock. devstate_enter: 0 with *gen the current
+ * generation, or UVCUDA_EBUSY while the device is being reset (nothing
+ * held). devstate_enter_wait blocks instead (threads other than JS ones). */
+int devstate_enter(int ordinal, uint64_t *gen);
+void devstate_enter_wait(int ordinal, uint64_t *gen);
+void devstate_leave(int ordinal);
+/* The current generation, without the lock (a reset may end right after). */
+uint64_t devstate_gen(int ordinal);
+
+/* An env opened (retained) / let go of the device; ctx is its primary
+ * context, which the watcher polls while some env has it open. */
+void devstate_open(int ordinal, CUcontext ctx);
+void devstate_close(int ordinal);
+
+/* Reset: _begin on the JS thread (UVCUDA_EBUSY if one is running), then
+ * _run on a pool thread: takes the lock for writing, uvcuda_device_reset,
+ * a new generation where the reset reached the driver. Returns its error. */
+int devstate_reset_begin(int ordinal);
+int devstate_reset_run(int ordinal);
+/* Ends a begun reset that will not run. */
+void devstate_reset_cancel(int ordinal);
+
+/* Records that the device, in generation gen (the caller holds the read
+ * lock), has the sticky error err; the first record of a generation is a
+ * new fault, announced to every subscriber. */
+void devstate_note_fault(int ordinal, uint64_t gen, int err);
+/* Faults recorded so far and the latest one's error (0 if none). */
+uint64_t devstate_faults(int ordinal, int *err);
+/* The error of a fault recorded in the current generation, else 0. */
+int devstate_fault_now(int ordinal);
+
+/* Announcements: each subscribed tsfn is called with a malloc'ed struct
+ * fault_note (free it in the tsfn's call_js): a new fault recorded, or a
+ * reset done (err: its result). */
+enum { NOTE_FAULT = 1, NOTE_RESET };
+struct fault_note {
+  int kind;
+  int ordinal;
+  int err;
+};
+int devstate_subscribe(napi_threadsafe_function tsfn);
+void devstate_unsubscribe(napi_threadsafe_function tsfn);
+
+#endif

@@ -1,0 +1,154 @@
+'use strict';
+// Host buffers and pending GPU work. The GPU never reads or writes memory
+// that JS no longer owns:
+//   copyToDevice   reads its source at the call (a copy of it is what the
+//                  GPU reads): changing, transferring or detaching the
+//                  source afterwards changes nothing;
+//   copyFromDevice the GPU writes a buffer of the binding's; the bytes go
+//                  into dst when the work is done, and if dst was detached
+//                  or transferred meanwhile the promise rejects with
+//                  ERR_INVALID_STATE and nothing is written anywhere.
+// Both keep the JS buffers they were given alive until the work is done.
+
+const assert = require('node:assert/strict');
+const { Worker } = require('node:worker_threads');
+const { test, simSkip, setup, forceGc } = require('./common');
+
+// Without the simulated driver every test here is skipped: make nothing.
+const k = simSkip ? {} : setup();
+const { dev } = k;
+
+const detached = { name: 'Error', code: 'ERR_INVALID_STATE' };
+
+/** Detaches ab, returning the ArrayBuffer that now owns its memory. */
+function transfer(ab) {
+  return structuredClone(ab, { transfer: [ab] });
+}
+
+test('copyFromDevice into a buffer transferred before the copy ran: rejects, writes nothing', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(4096);
+  await s.memset(m, 7);
+  s.launch(k.sleep, 1, 1, [100_000_000n]); // the copy runs after this
+  const dst = new Uint8Array(4096);
+  const p = s.copyFromDevice(dst, m);
+  const moved = new Uint8Array(transfer(dst.buffer));
+  assert.equal(dst.length, 0);
+  await assert.rejects(p, (e) => {
+    assert.equal(e.code, detached.code);
+    assert.match(e.message, /detached|transferred/);
+    return true;
+  });
+  await s.fence();
+  assert.ok(moved.every((v) => v === 0), 'the GPU wrote into memory JS had given away');
+});
+
+test('copyFromDevice into a buffer posted to a worker: the worker\'s memory is not touched', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(1 << 16);
+  await s.memset(m, 0xee);
+  s.launch(k.sleep, 1, 1, [100_000_000n]);
+  const dst = new Uint8Array(1 << 16);
+  const p = s.copyFromDevice(dst, m);
+  const w = new Worker(`
+    const { parentPort } = require('node:worker_threads');
+    let view;
+    parentPort.on('message', (msg) => {
+      if (msg.buffer) { view = new Uint8Array(msg.buffer); parentPort.postMessage('got'); }
+      else parentPort.postMessage({ nonzero: view.filter((v) => v !== 0).length });
+    });`, { eval: true });
+  try {
+    const next = () => new Promise((r) => w.once('message', r));
+    w.postMessage({ buffer: dst.buffer }, [dst.buffer]);
+    const rejected = assert.rejects(p, detached); // may settle before the worker answers
+    assert.equal(await next(), 'got');
+    await rejected;
+    await s.fence();
+    w.postMessage('check');
+    assert.deepEqual(await next(), { nonzero: 0 });
+  } finally {
+    await w.terminate();
+  }
+});
+
+test('copyFromDevice into a DataView, a Buffer and a subarray whose buffer was detached', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(64);
+  await s.memset(m, 1);
+  for (const make of [
+    () => new DataView(new ArrayBuffer(32), 8, 16),
+    () => Buffer.from(new ArrayBuffer(16)),
+    () => new Uint32Array(new ArrayBuffer(64), 16, 4),
+    () => new ArrayBuffer(16),
+  ]) {
+    s.launch(k.sleep, 1, 1, [20_000_000n]);
+    const dst = make();
+    const p = s.copyFromDevice(dst, m);
+    const moved = new Uint8Array(transfer(dst.buffer || dst));
+    await assert.rejects(p, detached, dst.constructor.name);
+    await s.fence();
+    assert.ok(moved.every((v) => v === 0), dst.constructor.name);
+  }
+});
+
+test('copyToDevice reads its source at the call: later writes and transfers do not reach the GPU', async () => {
+  const s = dev.createStream();
+  const n = 4096;
+  const m = dev.alloc(n);
+  await s.memset(m, 0);
+  s.launch(k.sleep, 1, 1, [100_000_000n]); // the copy runs after this
+  const src = new Uint8Array(n).fill(1);
+  const p = s.copyToDevice(m, src);
+  src.fill(9);                               // written after the call
+  const moved = new Uint8Array(transfer(src.buffer));
+  moved.fill(5);                             // and by its new owner
+  await p;
+  const out = await s.copyFromDevice(new Uint8Array(n), m);
+  assert.ok(out.every((v) => v === 1), `the device got ${out[0]}, not the bytes of the call`);
+});
+
+test('copyToDevice from a source detached right after the call resolves', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(16);
+  s.launch(k.sleep, 1, 1, [20_000_000n]);
+  const src = new Float32Array([1.5, 2.5, 3.5, 4.5]);
+  const p = s.copyToDevice(m, src);
+  transfer(src.buffer);
+  await p;
+  const out = await s.copyFromDevice(new Float32Array(4), m);
+  assert.deepEqual([...out], [1.5, 2.5, 3.5, 4.5]);
+});
+
+test('pending copies keep the JS buffers they were given alive', async () => {
+  const fin = [];
+  const registry = new FinalizationRegistry((what) => fin.push(what));
+  const s = dev.createStream();
+  const m = dev.alloc(1 << 16);
+  const start = () => {
+    s.launch(k.sleep, 1, 1, [100_000_000n]);
+    const src = new Uint8Array(1 << 16).fill(3);
+    const dst = new Uint8Array(1 << 16);
+    registry.register(src, 'src');
+    registry.register(dst, 'dst');
+    s.copyToDevice(m, src);
+    return s.copyFromDevice(dst, m).then((b) => b.every((v) => v === 3));
+  };
+  const p = start();
+  for (let i = 0; i < 3; i++) {
+    forceGc();
+    await new Promise((r) => setImmediate(r));
+  }
+  assert.deepEqual(fin, []);
+  assert.equal(await p, true);
+});
+
+test('a copy that fails on the GPU leaves dst as it was', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(16);
+  await s.memset(m, 4);
+  s.beginCapture();
+  const dst = new Uint8Array(16).fill(8);
+  await assert.rejects(s.copyFromDevice(dst, m), { code: 'UVCUDA_ECAPTURING' });
+  s.endCapture();
+  assert.ok(dst.every((v) => v === 8));
+});
