@@ -285,6 +285,7 @@
   XX(cuDeviceGetName, 2000, (char *name, int len, CUdevice_v1 dev)) \
   XX(cuStreamBeginCapture, 10010, (CUstream hStream, CUstreamCaptureMode mode)) \
   XX(cuStreamEndCapture, 10000, (CUstream hStream, CUgraph *phGraph)) \
+  XX(cuStreamWaitEvent, 3020, (CUstream hStream, CUevent hEvent, unsigned int Flags)) \
   XX(cuGraphDestroy, 10000, (CUgraph hGraph)) \
   XX(cuMemAlloc, 3020, (CUdeviceptr_v2 *dptr, size_t bytesize)) \
   XX(cuMemFree, 3020, (CUdeviceptr_v2 dptr)) \

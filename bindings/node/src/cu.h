@@ -51,12 +51,8 @@
   XX(cuMemFreeAsync, 11020)              \
   XX(cuFuncGetParamInfo, 12040)
 
-/* Not (yet) in lib/cuda-api.h's lists: declared here, as cudaTypedefs.h
- * has them (which, included first, declares them instead). */
-#if !defined(CUDA_VERSION)
-typedef CUresult (CUDAAPI *PFN_cuStreamWaitEvent_v3020)(CUstream hStream, CUevent hEvent,
-                                                        unsigned int Flags);
-#endif
+/* CUDA 12.4's: not in lib/cuda-api.h's lists (which need only 12.0), so
+ * declared here unless a 12.4+ <cuda.h> came first. */
 #if !defined(CUDA_VERSION) || CUDA_VERSION < 12040
 typedef CUresult (CUDAAPI *PFN_cuFuncGetParamInfo_v12040)(CUfunction func,
                                                           size_t paramIndex,
