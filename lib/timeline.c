@@ -303,14 +303,30 @@ void uvcuda__tl_tickets(struct uvcuda__tlset *set, struct uvcuda__queue *done) {
   }
 }
 
+/* stats.faults counts contexts: each one once per loop. */
+static void count_fault(struct uvcuda__tlset *set, struct uvcuda__context *x) {
+  size_t i;
+  for (i = 0; i < set->nfaulted; i++)
+    if (set->faulted[i] == x) return;
+  if (set->nfaulted == set->faulted_cap) {
+    size_t cap = set->faulted_cap ? set->faulted_cap * 2 : 4;
+    void *p = realloc(set->faulted, cap * sizeof(*set->faulted));
+    if (p == NULL) return; /* a statistic: uncounted */
+    set->faulted = p;
+    set->faulted_cap = cap;
+  }
+  set->faulted[set->nfaulted++] = x;
+  set->stats->faults++;
+}
+
 void uvcuda__tl_fail_faulted(struct uvcuda__tlset *set) {
   struct uvcuda__queue *q, *next;
   for (q = set->active.next; q != &set->active; q = next) {
     struct uvcuda__timeline *tl = tl_of(q, lnode);
     int r = uvcuda__context_fault(tl->ctx);
     next = q->next;
-    if (r == 0) continue;
-    set->stats->faults++;
+    if (r == 0 || tl->faulted) continue;
+    count_fault(set, tl->ctx);
     tl->faulted = 1;
     while (!uvcuda__queue_empty(&tl->futures)) {
       uvcuda_future_t *f = future_of(uvcuda__queue_head(&tl->futures));
@@ -359,4 +375,7 @@ void uvcuda__tl_free_all(struct uvcuda__tlset *set) {
     }
   }
   uvcuda__streams_free(&set->streams);
+  free(set->faulted);
+  set->faulted = NULL;
+  set->nfaulted = set->faulted_cap = 0;
 }

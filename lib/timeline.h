@@ -59,6 +59,8 @@ struct uvcuda__tlset {
   uint32_t flags;  /* UVCUDA_OPT_* */
   int spin_events; /* host-function modes record an event */
   int memops64_bad, memops32_bad;
+  struct uvcuda__context **faulted; /* contexts counted in stats.faults */
+  size_t nfaulted, faulted_cap;
   uint64_t harvests; /* tests count a wakeup's work */
 };
 

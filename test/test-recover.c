@@ -100,7 +100,8 @@ static int c_fault_then_reset(void *arg) {
   uv_loop_t uv;
   uvcuda_loop_t ul;
   item_t its[N], again, fresh;
-  CUstream s, fs, s2;
+  uvcuda_stats_t st;
+  CUstream s, s_b, fs, s2;
   tu_gate_t g;
   int i, rc, health, reset;
 
@@ -108,15 +109,20 @@ static int c_fault_then_reset(void *arg) {
   CHECK(loop_open(&uv, &ul, c) == 0);
   s = tu_stream();
   fs = tu_stream();
+  s_b = tu_stream();
   tu_gate_init(&g);
   tu_gate_hold(&g, s);
-  for (i = 0; i < N; i++) CHECK(start(&ul, &its[i], s) == 0);
+  tu_gate_hold(&g, s_b);
+  for (i = 0; i < N; i++) CHECK(start(&ul, &its[i], i % 2 ? s_b : s) == 0);
   tu_fault(fs);
   wait_all(&uv, its, N); /* the gate is still closed */
   for (i = 0; i < N; i++) {
     CHECK(its[i].calls == 1);
     CHECK(uvcuda_cuda_result(its[i].status) == CUDA_ERROR_ILLEGAL_ADDRESS);
   }
+  /* One context faulted, whatever the number of its streams. */
+  CHECK(uvcuda_loop_stats(&ul, &st) == 0);
+  CHECK(st.faults == 1);
   health = uvcuda_context_health(tu_ctx);
   CHECK(uvcuda_cuda_result(health) == CUDA_ERROR_ILLEGAL_ADDRESS);
   /* A start on the dead context fails through its callback, at once. */
