@@ -171,19 +171,20 @@ void fault_after_settle(napi_env env, struct dev *d, int err) {
 
 /* device.health: 'healthy', or the code of the sticky error the device's
  * context has ('CUDA_ERROR_ILLEGAL_ADDRESS'). Asks the driver now (about a
- * µs); while a reset runs, what was last recorded. */
+ * µs) unless a fault of this generation is known (one a reset could not
+ * clear: the driver keeps it although a fresh context's own queries may
+ * not show it) or a reset runs (what was last recorded). */
 napi_value js_device_health(napi_env env, napi_callback_info info) {
   struct res *r = this_res(env, info, RES_DEVICE, 1, NULL, NULL, NULL);
   napi_value v;
   uint64_t gen;
   int err;
   if (r == NULL) return NULL;
-  if (devstate_enter(r->dev->ordinal, &gen) == 0) {
+  err = devstate_fault_now(r->dev->ordinal);
+  if (err == 0 && devstate_enter(r->dev->ordinal, &gen) == 0) {
     err = fault_check(r->dev, gen);
     devstate_leave(r->dev->ordinal);
     if (uvcuda_cuda_result(err) == 0 && err != 0) return throw_uv(env, err);
-  } else {
-    err = devstate_fault_now(r->dev->ordinal);
   }
   napi_create_string_utf8(env, err == 0 ? "healthy" : uvcuda_err_name(err),
                           NAPI_AUTO_LENGTH, &v);

@@ -81,10 +81,18 @@ static int res_stale(const struct res *r) {
 
 int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
              uint64_t *gen) {
-  int i;
+  int i, err;
   *gen = 0;
   if (d != NULL && devstate_enter(d->ordinal, gen) != 0) {
     throw_state(env, "device %d is being reset", d->ordinal);
+    return -1;
+  }
+  /* A fault of this generation (one a reset could not clear, too): the
+   * device refuses new work, as the driver would, whatever a fresh
+   * context of its says (after a reset on the H200 it says nothing). */
+  if (d != NULL && (err = devstate_fault_now(d->ordinal)) != 0) {
+    devstate_leave(d->ordinal);
+    throw_uv(env, err);
     return -1;
   }
   for (i = 0; i < n; i++) {

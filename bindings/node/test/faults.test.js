@@ -202,10 +202,15 @@ test('health, reset and fault events: arguments and a second reset at once', asy
   });
 });
 
-test('a driver that keeps the fault: reset() rejects saying to restart, health stays faulted', async () => {
-  // The H200 with driver 580 behaves so (new work still fails with
-  // CUDA_ERROR_ILLEGAL_ADDRESS after cuDevicePrimaryCtxReset); here the
-  // simulated reset is made to fail with that error.
+// The H200 with driver 580 keeps a fault: cuDevicePrimaryCtxReset returns
+// success, and the new work reset() checks with fails with
+// CUDA_ERROR_ILLEGAL_ADDRESS. Here the simulation is made to do that (the
+// check's cuStreamSynchronize fails), or to fail the reset itself.
+const keeps = {
+  'the reset fails': 'cuDevicePrimaryCtxReset=CUDA_ERROR_ILLEGAL_ADDRESS',
+  'new work fails after the reset, as on the H200': 'cuStreamSynchronize=CUDA_ERROR_ILLEGAL_ADDRESS',
+};
+for (const [how, fail] of Object.entries(keeps)) test(`a driver that keeps the fault (${how}): reset() rejects saying to restart, health stays faulted`, async () => {
   const res = await runChild(`${helpers}
     (async () => {
       const k = common.setup();
@@ -221,7 +226,7 @@ test('a driver that keeps the fault: reset() rejects saying to restart, health s
       await new Promise((r) => setTimeout(r, 250)); // the watcher's polls: no new fault
       console.log(JSON.stringify(out));
       process.exit(0);
-    })();`, { env: { SIMCUDA_FAIL: 'cuDevicePrimaryCtxReset=CUDA_ERROR_ILLEGAL_ADDRESS' } });
+    })();`, { env: { SIMCUDA_FAIL: fail } });
   assert.equal(res.signal, null, res.stderr);
   assert.equal(res.status, 0, res.stderr);
   assert.deepEqual(lastJson(res), {
