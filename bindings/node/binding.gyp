@@ -9,6 +9,7 @@
       "dependencies": ["uvcuda.gyp:uvcuda_napi"],
       "sources": [
         "src/addon.c",
+        "src/bounce.c",
         "src/cu.c",
         "src/devstate.c",
         "src/fault.c",

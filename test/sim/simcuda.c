@@ -2516,6 +2516,13 @@ static CUresult copy_enqueue(CUstream h, uintptr_t dst, bool dst_dev,
   if (r == CUDA_SUCCESS && n > 0 &&
       ((dst_dev && !alloc_find(dst, n)) || (src_dev && !alloc_find(src, n))))
     r = CUDA_ERROR_INVALID_VALUE;
+  /* As the real driver does: a copy into pageable host memory (not
+   * cuMemHostAlloc'd or registered) returns only once it is done, so the
+   * calling thread waits for everything queued before it on the stream
+   * (CUDA's "API synchronization behavior"; measured on the H200: a
+   * copyFromDevice behind a 200 ms kernel held the caller 200 ms). */
+  bool pageable = r == CUDA_SUCCESS && n > 0 && !dst_dev && !alloc_find(dst, n) &&
+                  s->cap == CU_STREAM_CAPTURE_STATUS_NONE;
   if (r == CUDA_SUCCESS && n == 0) {
     r = ctx_status(s->ctx);
     op_release(op);
@@ -2523,6 +2530,13 @@ static CUresult copy_enqueue(CUstream h, uintptr_t dst, bool dst_dev,
     r = stream_submit(s, op);
   } else {
     op_release(op);
+  }
+  if (r == CUDA_SUCCESS && pageable) {
+    s->refs++; /* the worker may exit and unlink it while we wait */
+    while (s->gen == s->ctx->gen && ctx_status(s->ctx) == CUDA_SUCCESS &&
+           !stream_idle(s))
+      pthread_cond_wait(&g_changed, &g_mu);
+    stream_unref(s);
   }
   UNLOCK();
   return r;

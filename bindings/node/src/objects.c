@@ -2,6 +2,7 @@
  * CUDA object the addon owns (see addon.h). */
 #include "addon.h"
 #include "devstate.h"
+#include "bounce.h"
 #include "reaper.h"
 
 #include <stdbool.h>
@@ -35,6 +36,7 @@ void dev_ref(struct dev *d) { d->refs++; }
 void dev_unref(struct dev *d) {
   if (--d->refs > 0) return;
   if (d->alloc_stream) reap_stream(d->ordinal, d->gen, d->ctx, d->alloc_stream);
+  bounce_drop(d->ordinal, devstate_gen(d->ordinal), d->ctx);
   devstate_close(d->ordinal); /* before the release: the watcher lets go */
   reap_ctx_release(d->ordinal, d->cudev); /* after everything queued before it */
   free(d);

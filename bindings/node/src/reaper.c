@@ -34,13 +34,17 @@ struct item {
   int ordinal; /* -1: no device known */
   uint64_t gen;
   CUcontext ctx;
-  CUstream stream; /* REAP_HOST_FREE: what to wait for (NULL: the context) */
+  CUstream stream; /* REAP_CALL: what to wait for (NULL: the context) */
+  int wait;        /* REAP_CALL: wait for it first */
   union {
     CUdeviceptr ptr;
     CUmodule mod;
     CUstream stream;
     CUdevice dev;
-    void *host;
+    struct {
+      reap_fn fn;
+      void *arg;
+    } call;
   } u;
 };
 
@@ -66,22 +70,36 @@ static void run_current(struct item *it) {
     case REAP_MEMORY: cu.cuMemFree(it->u.ptr); break;
     case REAP_MODULE: cu.cuModuleUnload(it->u.mod); break;
     case REAP_STREAM: cu.cuStreamDestroy(it->u.stream); break;
-    case REAP_HOST_FREE:
-      if (it->stream) cu.cuStreamSynchronize(it->stream); /* an error: done too */
-      else cu.cuCtxSynchronize();
-      break;
     default: break;
   }
   if (prev != it->ctx) cu.cuCtxSetCurrent(prev);
 }
 
+/* A reset ended the generation (not current): the GPU is done with it. */
+static void run_call(struct item *it, int current) {
+  CUcontext prev = NULL;
+  int push = current && it->ctx != NULL;
+  if (push) {
+    cu.cuCtxGetCurrent(&prev);
+    if (prev != it->ctx) cu.cuCtxSetCurrent(it->ctx);
+    if (it->wait && it->stream)
+      cu.cuStreamSynchronize(it->stream); /* an error: done too */
+    else if (it->wait)
+      cu.cuCtxSynchronize();
+  }
+  it->u.call.fn(it->u.call.arg, current);
+  if (push && prev != it->ctx) cu.cuCtxSetCurrent(prev);
+}
+
 static void run(struct item *it) {
   uint64_t gen = 0;
+  int current;
   if (it->ordinal >= 0) devstate_enter_wait(it->ordinal, &gen);
   /* An object of an older generation went with the reset that ended it. */
-  if (it->ordinal < 0 || it->kind == REAP_CTX_RELEASE || gen == it->gen) run_current(it);
+  current = it->ordinal < 0 || gen == it->gen;
+  if (it->kind == REAP_CALL) run_call(it, current);
+  else if (current || it->kind == REAP_CTX_RELEASE) run_current(it);
   if (it->ordinal >= 0) devstate_leave(it->ordinal);
-  if (it->kind == REAP_HOST_FREE) free(it->u.host);
 }
 
 static void *reaper_main(void *arg) {
@@ -175,12 +193,15 @@ void reap_ctx_release(int ordinal, CUdevice dev) {
   push(it);
 }
 
-void reap_host_free(int ordinal, uint64_t gen, CUcontext ctx, CUstream stream,
-                    void *host) {
+int reap_call(int ordinal, uint64_t gen, CUcontext ctx, int wait, CUstream stream,
+              reap_fn fn, void *arg) {
   struct item *it;
-  if (host == NULL || ctx == NULL) return; /* see reaper.h: left allocated */
-  if ((it = item_new(REAP_HOST_FREE, ordinal, gen, ctx)) == NULL) return;
+  if (wait && ctx == NULL) return -1; /* nothing says when the GPU is done */
+  if ((it = item_new(REAP_CALL, ordinal, gen, ctx)) == NULL) return -1;
+  it->wait = wait;
   it->stream = stream;
-  it->u.host = host;
+  it->u.call.fn = fn;
+  it->u.call.arg = arg;
   push(it);
+  return 0;
 }

@@ -11,18 +11,24 @@
 
 #include "cu.h"
 
-enum { REAP_MEMORY = 1, REAP_MODULE, REAP_STREAM, REAP_CTX_RELEASE, REAP_HOST_FREE };
+enum { REAP_MEMORY = 1, REAP_MODULE, REAP_STREAM, REAP_CTX_RELEASE, REAP_CALL };
+
+/* Called on the reaper thread; `current`: the object's generation is still
+ * the device's (ctx is then current on the thread), else a reset ended it
+ * and its CUDA objects are gone. */
+typedef void (*reap_fn)(void *arg, int current);
 
 void reap_memory(int ordinal, uint64_t gen, CUcontext ctx, CUdeviceptr ptr);
 void reap_module(int ordinal, uint64_t gen, CUcontext ctx, CUmodule mod);
 void reap_stream(int ordinal, uint64_t gen, CUcontext ctx, CUstream stream);
 /* cuDevicePrimaryCtxRelease, after everything queued before it. */
 void reap_ctx_release(int ordinal, CUdevice dev);
-/* free(host) once the work queued so far on `stream` (NULL: in all of ctx)
- * is done: a buffer the GPU may still read or write (a copy whose promise
- * was abandoned at env teardown). Without a context (ordinal -1, ctx NULL)
- * the buffer is left allocated: nothing says when the GPU is done with it. */
-void reap_host_free(int ordinal, uint64_t gen, CUcontext ctx, CUstream stream,
-                    void *host);
+/* fn(arg, current) on the reaper thread, in FIFO order with the rest,
+ * holding the device's reset lock for reading; with `wait`, once the work
+ * queued so far on `stream` (NULL: in all of ctx) is done (a buffer the GPU
+ * may still read or write). -1 (fn never called) when out of memory, or
+ * asked to wait without a context (nothing says when the GPU is done). */
+int reap_call(int ordinal, uint64_t gen, CUcontext ctx, int wait, CUstream stream,
+              reap_fn fn, void *arg);
 
 #endif

@@ -22,12 +22,15 @@
  *                  rejects with ERR_INVALID_STATE and nothing is written),
  *                  or the caller's AbortSignal was aborted (dst is left
  *                  alone).
- * The bounce lives until the GPU is done with it: where the promise ends
- * without the work being known done (env teardown cancels it, a fault or
- * a reset fails it), the reaper thread frees it once the stream (or the
- * context) is idle. The cost: one more memcpy of the bytes on the JS
- * thread, and their size again in host memory while the copy pends. */
+ * The bounce is page-locked and pooled (bounce.h: a copy into pageable
+ * memory would hold the JS thread until the GPU reached it). It lives until
+ * the GPU is done with it: where the promise ends without the work being
+ * known done (env teardown cancels it, a fault or a reset fails it), the
+ * reaper thread returns it once the stream (or the context) is idle. The
+ * cost: one more memcpy of the bytes on the JS thread, and their size
+ * again in host memory while the copy pends. */
 #include "addon.h"
+#include "bounce.h"
 #include "devstate.h"
 #include "reaper.h"
 
@@ -46,7 +49,7 @@ struct op {
   int kind;
   CUstream stream;
   CUdeviceptr dst, src;
-  void *bounce;  /* HTOD / DTOH: the bytes the GPU reads or writes */
+  struct bounce bb; /* HTOD / DTOH: the bytes the GPU reads or writes */
   size_t bytes;
   unsigned char byte;
   CUfunction fn;
@@ -102,7 +105,7 @@ static void op_hold(struct op *o, struct res *r) {
 static void op_free(napi_env env, struct op *o) {
   int i;
   for (i = 0; i < o->nheld; i++) res_release(env, o->held[i]);
-  free(o->bounce);
+  bounce_put(&o->bb);
   free(o);
 }
 
@@ -118,10 +121,29 @@ static void op_place(struct op *o, struct stream_res *s) {
     o->gen = s->h.gen;
     o->ctx = d->ctx;
     if (s->owned) o->own_stream = s->stream;
-  } else if (o->bounce == NULL || cu_load() != 0 ||
+  } else if ((o->kind != OP_HTOD && o->kind != OP_DTOH) || cu_load() != 0 ||
              cu.cuStreamGetCtx(s->stream, &o->ctx) != CUDA_SUCCESS) {
     o->ctx = NULL;
   }
+}
+
+/* o's bounce of len bytes, after op_place: page-locked and pooled for a
+ * stream of a known device (taken under its reset lock), else malloc'ed.
+ * Throws. */
+static int op_bounce(napi_env env, struct op *o, size_t len) {
+  uint64_t gen = 0;
+  int err;
+  if (o->ordinal >= 0 && devstate_enter(o->ordinal, &gen) != 0) {
+    throw_state(env, "device %d is being reset", o->ordinal);
+    return -1;
+  }
+  err = bounce_get(o->ordinal, gen, o->ordinal >= 0 ? o->ctx : NULL, len, &o->bb);
+  if (o->ordinal >= 0) devstate_leave(o->ordinal);
+  if (err != 0) {
+    throw_uv(env, err);
+    return -1;
+  }
+  return 0;
 }
 
 /* ---- the uvcuda path --------------------------------------------------- */
@@ -132,10 +154,10 @@ static int op_enqueue(uvcuda_stream_t stream, void *data) {
   CUresult r = CUDA_SUCCESS;
   switch (o->kind) {
     case OP_HTOD:
-      if (o->bytes) r = cu.cuMemcpyHtoDAsync(o->dst, o->bounce, o->bytes, s);
+      if (o->bytes) r = cu.cuMemcpyHtoDAsync(o->dst, o->bb.p, o->bytes, s);
       break;
     case OP_DTOH:
-      if (o->bytes) r = cu.cuMemcpyDtoHAsync(o->bounce, o->src, o->bytes, s);
+      if (o->bytes) r = cu.cuMemcpyDtoHAsync(o->bb.p, o->src, o->bytes, s);
       break;
     case OP_DTOD:
       if (o->bytes) r = cu.cuMemcpyDtoDAsync(o->dst, o->src, o->bytes, s);
@@ -181,7 +203,7 @@ static napi_status op_convert(napi_env env, void *data, const napi_value *kept,
                   o->bytes, detached ? (size_t)0 : len);
       return napi_pending_exception;
     }
-    if (o->bytes) memcpy(host, o->bounce, o->bytes);
+    if (o->bytes) memcpy(host, o->bb.p, o->bytes);
   }
   if (o->resolve_keep >= 0 && kept != NULL) *result = kept[o->resolve_keep];
   return napi_ok;
@@ -193,10 +215,7 @@ static napi_status op_convert(napi_env env, void *data, const napi_value *kept,
 static void op_release(napi_env env, void *data, int status) {
   struct op *o = data;
   if (status != 0 && status != UVCUDA_ECANCELED) fault_after_settle(env, o->dev, status);
-  if (status != 0 && o->enqueued && o->bounce != NULL) {
-    reap_host_free(o->ordinal, o->gen, o->ctx, o->own_stream, o->bounce);
-    o->bounce = NULL; /* the reaper's now, or left allocated (reaper.h) */
-  }
+  if (status != 0 && o->enqueued) bounce_put_after(&o->bb, o->ctx, o->own_stream);
   op_free(env, o);
 }
 
@@ -561,12 +580,12 @@ static napi_value copy_to_device(napi_env env, napi_callback_info info) {
   m = (struct mem_res *)mr;
   if (check_range(env, "copyToDevice", off, len, m->size) != 0) return NULL;
   if ((o = op_new(OP_HTOD, 0, 2, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  if (len && (o->bounce = malloc(len)) == NULL) {
-    op_free(env, o);
-    return throw_uv(env, UVCUDA_ENOMEM);
-  }
-  if (len) memcpy(o->bounce, host, len);
   op_place(o, s);
+  if (op_bounce(env, o, len) != 0) {
+    op_free(env, o);
+    return NULL;
+  }
+  if (len) memcpy(o->bb.p, host, len);
   o->dst = m->ptr + off;
   o->bytes = len;
   op_hold(o, &s->h);
@@ -597,11 +616,11 @@ static napi_value copy_from_device(napi_env env, napi_callback_info info) {
   m = (struct mem_res *)mr;
   if (check_range(env, "copyFromDevice", off, len, m->size) != 0) return NULL;
   if ((o = op_new(OP_DTOH, 0, 2, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  if (len && (o->bounce = malloc(len)) == NULL) {
-    op_free(env, o);
-    return throw_uv(env, UVCUDA_ENOMEM);
-  }
   op_place(o, s);
+  if (op_bounce(env, o, len) != 0) {
+    op_free(env, o);
+    return NULL;
+  }
   o->src = m->ptr + off;
   o->bytes = len;
   o->resolve_keep = 1;

@@ -152,3 +152,26 @@ test('a copy that fails on the GPU leaves dst as it was', async () => {
   s.endCapture();
   assert.ok(dst.every((v) => v === 8));
 });
+
+// The driver runs a copy into pageable memory synchronously (the simulation
+// models that, as CUDA documents it): a bounce buffer in pageable memory
+// held the JS thread until the GPU reached the copy (200 ms behind a 200 ms
+// kernel on the H200). The bounce is page-locked, so the call returns at
+// once and work started after it, on another stream, settles first.
+test('a copyFromDevice queued behind a long kernel does not hold the JS thread', async () => {
+  const a = dev.createStream();
+  const b = dev.createStream();
+  const m = dev.alloc(4096);
+  const m2 = dev.alloc(4096);
+  await a.memset(m, 3);
+  const order = [];
+  const long = a.launch(k.sleep, 1, 1, [1_000_000_000n]).then(() => order.push('kernel'));
+  const copy = a.copyFromDevice(new Uint8Array(4096), m).then((d) => {
+    order.push('copy');
+    assert.ok(d.every((v) => v === 3));
+  });
+  const up = a.copyToDevice(m2, new Uint8Array(4096).fill(5)).then(() => order.push('up'));
+  const other = b.memset(m2, 0, 16).then(() => order.push('other'));
+  await Promise.all([long, copy, up, other]);
+  assert.deepEqual(order, ['other', 'kernel', 'copy', 'up']);
+});
