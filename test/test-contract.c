@@ -629,6 +629,7 @@ static void capture_round(const case_t *k, CUstreamCaptureMode mode, int spin_us
   CUresult first, again, end, inst = CUDA_ERROR_UNKNOWN, launch = CUDA_ERROR_UNKNOWN;
   int during, n = others ? 2 : 1;
 
+  tu_backtrace_on_crash();
   memset(r, 0, sizeof(r));
   g_gates_open = 0;
   loop_open(&uv, &ul, k->c, spin_us, PROBE_US, 0);
@@ -730,6 +731,7 @@ static void a_capture_on_another_thread_leaves_the_loop_alone(void **state) {
   pthread_t th;
   int during;
 
+  tu_backtrace_on_crash();
   memset(r, 0, sizeof(r));
   memset(&x, 0, sizeof(x));
   loop_open(&uv, &ul, k->c, -1, PROBE_US, 0);

@@ -2,9 +2,12 @@
 
 #include "fixture.h"
 
+#include <execinfo.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -125,4 +128,30 @@ int tu_in_child(int (*fn)(void *), void *arg) {
   }
   if (pid < 0 || waitpid(pid, &st, 0) != pid) return -2;
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Where a crash happened, for a GPU run with no debugger that stops in time
+ * (cuda-gdb changed the timing enough to hide one): a backtrace on stderr,
+ * then exit 139. cmocka installs its own handler around each case (one that
+ * longjmps back into the case, wrong from another thread): call this at the
+ * start of the case. Only where UVCUDA_TEST_BACKTRACE is set. */
+static void crash(int sig) {
+  void *pc[64];
+  char line[96];
+  int n = backtrace(pc, 64), len;
+  len = snprintf(line, sizeof(line), "crash: signal %d in thread %ld (pid %ld)\n", sig,
+                 (long)syscall(SYS_gettid), (long)getpid());
+  if (write(2, line, (size_t)len) < 0) _exit(139);
+  backtrace_symbols_fd(pc, n, 2);
+  _exit(139);
+}
+
+void tu_backtrace_on_crash(void) {
+  struct sigaction sa;
+  if (getenv("UVCUDA_TEST_BACKTRACE") == NULL) return;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = crash;
+  sigaction(SIGSEGV, &sa, NULL);
+  sigaction(SIGBUS, &sa, NULL);
+  sigaction(SIGABRT, &sa, NULL);
 }

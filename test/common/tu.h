@@ -27,6 +27,8 @@ extern CUfunction tu_fn_sleep, tu_fn_fault, tu_fn_add, tu_fn_checksum;
  * makes it current, loads the kernels. Returns 0, or 77 when no usable
  * driver/device is there (want_real: also when it is the simulation). */
 int tu_setup(int want_real);
+/* With UVCUDA_TEST_BACKTRACE set: a crash prints a backtrace (tu.c). */
+void tu_backtrace_on_crash(void);
 void tu_teardown(void);
 int tu_is_simulated(void);
 
