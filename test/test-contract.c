@@ -79,7 +79,7 @@ static int resolve_extra(void) {
   SYM(cuCtxPushCurrent, "cuCtxPushCurrent", 4000);
   SYM(cuCtxPopCurrent, "cuCtxPopCurrent", 4000);
   SYM(cuStreamGetCtx, "cuStreamGetCtx", 9020);
-  SYM(cuGraphInstantiate, "cuGraphInstantiate", 12000);
+  SYM(cuGraphInstantiate, "cuGraphInstantiateWithFlags", 11040);
   SYM(cuGraphLaunch, "cuGraphLaunch", 10000);
   SYM(cuGraphExecDestroy, "cuGraphExecDestroy", 10000);
   return 0;

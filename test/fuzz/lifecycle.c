@@ -115,7 +115,7 @@ static void fx_resolve(void) {
   fx_sym(&fx.cuCtxCreate, "cuCtxCreate", 3020);
   fx_sym(&fx.cuCtxDestroy, "cuCtxDestroy", 4000);
   fx_sym(&fx.cuCtxPopCurrent, "cuCtxPopCurrent", 4000);
-  fx_sym(&fx.cuGraphInstantiate, "cuGraphInstantiate", 12000);
+  fx_sym(&fx.cuGraphInstantiate, "cuGraphInstantiateWithFlags", 11040);
   fx_sym(&fx.cuGraphLaunch, "cuGraphLaunch", 10000);
   fx_sym(&fx.cuGraphExecDestroy, "cuGraphExecDestroy", 10000);
 }

@@ -2001,8 +2001,11 @@ static CUresult sim_cuGraphDestroy(CUgraph h) {
   return r;
 }
 
-/* cuGraphInstantiate at 12000 is cuGraphInstantiateWithFlags. Flags are
- * accepted and make no difference. */
+/* cuGraphInstantiate at 12000 is modelled as cuGraphInstantiateWithFlags,
+ * as cudaTypedefs.h declares it; the H200's driver 580 hands out its
+ * five-argument cuGraphInstantiate_v2 for that name instead (a three-argument
+ * call crashed in it): callers ask for cuGraphInstantiateWithFlags. Flags
+ * are accepted and make no difference. */
 static CUresult graph_instantiate(CUgraphExec *out, CUgraph h) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   LOCK();
