@@ -102,11 +102,16 @@ typedef struct {
 
 /* A context of device 0 made with cuCtxCreate; the caller's current
  * context stays current. */
+static int g_contexts; /* made by this process: a failure says how many */
+
 static void tctx_create(tctx_t *t) {
   CUdevice dev;
+  CUresult r;
   memset(t, 0, sizeof(*t));
   TU_CU(tu.cuDeviceGet(&dev, 0));
-  TU_CU(cx.cuCtxCreate(&t->ctx, 0, dev));
+  if ((r = cx.cuCtxCreate(&t->ctx, 0, dev)) != CUDA_SUCCESS)
+    fail_msg("cuCtxCreate = %d after %d contexts made in this case", (int)r, g_contexts);
+  g_contexts++;
   TU_CU(cx.cuCtxPopCurrent(NULL));
 }
 
