@@ -1,11 +1,13 @@
 /* See bounce.h. A free buffer is linked into its class's list through its
- * own first word: the pool needs no memory of its own per buffer. */
+ * own first word (the memory is ours whatever the driver did): the pool
+ * needs no memory of its own per buffer. */
 #include "bounce.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "devstate.h"
 #include "reaper.h"
 #include "uvcuda.h"
 
@@ -34,9 +36,22 @@ static int class_of(size_t n, size_t *size) {
   return c;
 }
 
-/* Under mu. NULL: out of memory. */
-static struct pool *pool_of(int ordinal, uint64_t gen) {
+/* The buffers of a list, unregistered where `registered` (ctx current),
+ * then freed. */
+static void free_list(void *q, int registered) {
+  void *next;
+  for (; q != NULL; q = next) {
+    next = *(void **)q;
+    if (registered) cu.cuMemHostUnregister(q);
+    free(q);
+  }
+}
+
+/* Under mu. NULL: out of memory. A pool of an older generation is emptied
+ * into *stale (a reset took their registration: free them, no more). */
+static struct pool *pool_of(int ordinal, uint64_t gen, void **stale) {
   struct pool *p;
+  int c;
   for (p = pools; p != NULL; p = p->next)
     if (p->ordinal == ordinal) break;
   if (p == NULL) {
@@ -46,8 +61,14 @@ static struct pool *pool_of(int ordinal, uint64_t gen) {
     p->next = pools;
     pools = p;
   }
-  if (gen > p->gen) { /* a reset freed them all */
-    memset(p->free, 0, sizeof(p->free));
+  if (gen > p->gen) {
+    for (c = 0; c < NCLASS; c++)
+      while (p->free[c] != NULL) {
+        void *q = p->free[c];
+        p->free[c] = *(void **)q;
+        *(void **)q = *stale;
+        *stale = q;
+      }
     p->bytes = 0;
     p->gen = gen;
   }
@@ -57,7 +78,7 @@ static struct pool *pool_of(int ordinal, uint64_t gen) {
 int bounce_get(int ordinal, uint64_t gen, CUcontext ctx, size_t n, struct bounce *b) {
   struct pool *p;
   CUcontext prev = NULL;
-  CUresult r;
+  void *stale = NULL;
   size_t size;
   int c;
 
@@ -69,18 +90,22 @@ int bounce_get(int ordinal, uint64_t gen, CUcontext ctx, size_t n, struct bounce
   if (ordinal >= 0 && ctx != NULL) {
     c = class_of(n, &size);
     pthread_mutex_lock(&mu);
-    if ((p = pool_of(ordinal, gen)) != NULL && p->gen == gen && p->free[c] != NULL) {
+    if ((p = pool_of(ordinal, gen, &stale)) != NULL && p->gen == gen &&
+        p->free[c] != NULL) {
       b->p = p->free[c];
       p->free[c] = *(void **)b->p;
       p->bytes -= size;
     }
     pthread_mutex_unlock(&mu);
-    if (b->p == NULL) {
+    free_list(stale, 0);
+    if (b->p == NULL && (b->p = aligned_alloc(4096, size)) != NULL) {
       cu.cuCtxGetCurrent(&prev);
       if (prev != ctx) cu.cuCtxSetCurrent(ctx);
-      r = cu.cuMemHostAlloc(&b->p, size, 0);
+      if (cu.cuMemHostRegister(b->p, size, 0) != CUDA_SUCCESS) {
+        free(b->p);
+        b->p = NULL;
+      }
       if (prev != ctx) cu.cuCtxSetCurrent(prev);
-      if (r != CUDA_SUCCESS) b->p = NULL;
     }
     if (b->p != NULL) {
       b->size = size;
@@ -93,14 +118,16 @@ int bounce_get(int ordinal, uint64_t gen, CUcontext ctx, size_t n, struct bounce
   return 0;
 }
 
-/* On the reaper thread, ctx current where `current`; a buffer of a
- * generation a reset ended went with it. */
-static void free_pinned(void *arg, int current) {
-  if (current) cu.cuMemFreeHost(arg);
+/* On the reaper thread, ctx current where `current`. */
+static void free_one(void *arg, int current) {
+  if (current) cu.cuMemHostUnregister(arg);
+  free(arg);
 }
 
 void bounce_put(struct bounce *b) {
   struct pool *p;
+  void *stale = NULL;
+  uint64_t now;
   size_t size;
   int c, kept = 0;
 
@@ -111,23 +138,33 @@ void bounce_put(struct bounce *b) {
     return;
   }
   c = class_of(b->size, &size);
+  now = devstate_gen(b->ordinal);
   pthread_mutex_lock(&mu);
-  if ((p = pool_of(b->ordinal, b->gen)) != NULL && p->gen == b->gen && size == b->size &&
-      p->bytes + size <= BOUNCE_POOL_BYTES) {
+  if (b->gen == now && (p = pool_of(b->ordinal, now, &stale)) != NULL && p->gen == now &&
+      size == b->size && p->bytes + size <= BOUNCE_POOL_BYTES) {
     *(void **)b->p = p->free[c];
     p->free[c] = b->p;
     p->bytes += size;
     kept = 1;
   }
   pthread_mutex_unlock(&mu);
-  /* Out of memory for the item: left allocated, never freed here (this
-   * may be a JS thread, and cuMemFreeHost waits for the device). */
-  if (!kept) reap_call(b->ordinal, b->gen, b->ctx, 0, NULL, free_pinned, b->p);
+  free_list(stale, 0);
+  if (kept) {
+    b->p = NULL;
+    return;
+  }
+  if (b->gen != now) {
+    free(b->p); /* its registration went with the reset */
+  } else if (reap_call(b->ordinal, b->gen, b->ctx, 0, NULL, free_one, b->p) != 0) {
+    /* Out of memory for the item: left allocated and registered, never
+     * unregistered here (this may be a JS thread, and cuMemHostUnregister
+     * waits for the device). */
+  }
   b->p = NULL;
 }
 
 static void put_later(void *arg, int current) {
-  (void)current; /* an ended generation's buffer: bounce_put forgets it */
+  (void)current; /* an ended generation's buffer: bounce_put frees it */
   bounce_put(arg);
   free(arg);
 }
@@ -145,7 +182,7 @@ void bounce_put_after(struct bounce *b, CUcontext ctx, CUstream stream) {
 static void drop_pool(void *arg, int current) {
   struct drop *d = arg;
   struct pool *p;
-  void *list[NCLASS], *q;
+  void *list[NCLASS];
   int c;
 
   memset(list, 0, sizeof(list));
@@ -158,17 +195,13 @@ static void drop_pool(void *arg, int current) {
     p->bytes = 0;
   }
   pthread_mutex_unlock(&mu);
-  for (c = 0; c < NCLASS; c++)
-    while ((q = list[c]) != NULL) {
-      list[c] = *(void **)q;
-      if (current) cu.cuMemFreeHost(q);
-    }
+  for (c = 0; c < NCLASS; c++) free_list(list[c], current);
   free(d);
 }
 
 void bounce_drop(int ordinal, uint64_t gen, CUcontext ctx) {
   struct drop *d = malloc(sizeof(*d));
-  if (d == NULL) return; /* left pooled: still valid while the context is */
+  if (d == NULL) return; /* left pooled: the memory stays valid */
   d->ordinal = ordinal;
   d->gen = gen;
   if (reap_call(ordinal, gen, ctx, 0, NULL, drop_pool, d) != 0) free(d);

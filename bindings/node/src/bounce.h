@@ -1,19 +1,26 @@
 /* Bounce buffers: the host memory a copy between a JS buffer and the
  * device goes through (stream.c says why the GPU never touches a JS
- * buffer). They are page-locked (cuMemHostAlloc) because the driver runs a
- * copy into pageable memory synchronously: a copyFromDevice queued behind a
- * 200 ms kernel held the JS thread for 200 ms on the H200. Allocating and
- * freeing page-locked memory is slow (and cuMemFreeHost waits for the
- * device), so buffers are pooled per device in power-of-two size classes,
- * freed only on the reaper thread: past the pool's cap, and when a JS
- * environment lets go of the device (the primary context may go with it).
- * A reset frees a device's page-locked memory itself: buffers of an older
- * generation are forgotten, never reused or freed.
+ * buffer). They are page-locked because the driver runs a copy into
+ * pageable memory synchronously: a copyFromDevice queued behind a 200 ms
+ * kernel held the JS thread for 200 ms on the H200.
  *
- * Where page-locked memory cannot be had (no device known for a foreign
- * stream, or cuMemHostAlloc fails), the buffer is malloc'ed: the copy then
- * works as before, holding the JS thread for a copy from the device.
- * Any thread unless marked. */
+ * The memory is ours (aligned_alloc), registered with cuMemHostRegister in
+ * the device's primary context, not cuMemHostAlloc'ed: a reset, or the last
+ * release of the context, then takes only the registration away, never
+ * memory a pending op or the pool still points at (the simulation frees
+ * cuMemHostAlloc memory at a reset, as the H200's driver does, and a
+ * buffer returned afterwards was written into freed memory). Registering
+ * and unregistering are slow (cuMemHostUnregister waits for the device), so
+ * buffers are pooled per device in power-of-two size classes from 4 KiB,
+ * up to BOUNCE_POOL_BYTES a device; the rest, and the pool when a JS
+ * environment lets go of the device, are unregistered and freed on the
+ * reaper thread. Buffers of a generation a reset ended are freed (their
+ * registration went with the reset).
+ *
+ * Where registration fails, or no device is known (a foreign stream given
+ * without its Device), the buffer is pageable: the copy then works as
+ * before, holding the JS thread for a copy from the device. Any thread
+ * unless marked. */
 #ifndef UVCUDA_NODE_BOUNCE_H
 #define UVCUDA_NODE_BOUNCE_H
 
@@ -25,7 +32,7 @@
 struct bounce {
   void *p;      /* NULL: none (a copy of 0 bytes) */
   size_t size;  /* of the allocation: its class's size, or the request */
-  int pinned;   /* cuMemHostAlloc'ed in ctx (else malloc'ed) */
+  int pinned;   /* registered in ctx (else pageable) */
   int ordinal;  /* -1: no device known */
   uint64_t gen;
   CUcontext ctx;

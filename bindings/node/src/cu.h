@@ -34,8 +34,8 @@
   XX(cuGraphDestroy, 10000)              \
   XX(cuMemAlloc, 3020)                   \
   XX(cuMemFree, 3020)                    \
-  XX(cuMemHostAlloc, 2020)               \
-  XX(cuMemFreeHost, 2000)                \
+  XX(cuMemHostRegister, 6050)            \
+  XX(cuMemHostUnregister, 4000)          \
   XX(cuMemcpyHtoDAsync, 3020)            \
   XX(cuMemcpyDtoHAsync, 3020)            \
   XX(cuMemcpyDtoDAsync, 3020)            \
