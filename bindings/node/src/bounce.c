@@ -99,6 +99,10 @@ int bounce_get(int ordinal, uint64_t gen, CUcontext ctx, size_t n, struct bounce
     pthread_mutex_unlock(&mu);
     free_list(stale, 0);
     if (b->p == NULL && (b->p = aligned_alloc(4096, size)) != NULL) {
+      /* RELAXED: in the default (GLOBAL) mode the registration would
+       * invalidate a capture this thread, or another, is recording. */
+      CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+      cu.cuThreadExchangeStreamCaptureMode(&mode);
       cu.cuCtxGetCurrent(&prev);
       if (prev != ctx) cu.cuCtxSetCurrent(ctx);
       if (cu.cuMemHostRegister(b->p, size, 0) != CUDA_SUCCESS) {
@@ -106,6 +110,7 @@ int bounce_get(int ordinal, uint64_t gen, CUcontext ctx, size_t n, struct bounce
         b->p = NULL;
       }
       if (prev != ctx) cu.cuCtxSetCurrent(prev);
+      cu.cuThreadExchangeStreamCaptureMode(&mode);
     }
     if (b->p != NULL) {
       b->size = size;

@@ -175,3 +175,23 @@ test('a copyFromDevice queued behind a long kernel does not hold the JS thread',
   await Promise.all([long, copy, up, other]);
   assert.deepEqual(order, ['other', 'kernel', 'copy', 'up']);
 });
+
+// Registering a new bounce buffer is a call CUDA counts as unsafe during a
+// GLOBAL capture (on the H200 a cuMemHostRegister invalidated a capture of
+// the same thread, or of another thread in GLOBAL mode): the addon makes it
+// in RELAXED mode, so a capture the application runs is left alone.
+test('a copy that needs a new bounce buffer leaves a capture of the same thread alone', async () => {
+  const cap = dev.createStream();
+  const s = dev.createStream();
+  const n = 7 << 20; // a size class no earlier test used
+  const m = dev.alloc(n);
+  await s.memset(m, 6);
+  cap.beginCapture('global');
+  const p = s.copyFromDevice(new Uint8Array(n), m);
+  const q = s.copyToDevice(m, new Uint8Array(n)); // another new buffer: p's is in use
+  cap.endCapture(); // throws if the capture was invalidated
+  const d = await p;
+  await q;
+  assert.equal(d[0], 6);
+  assert.equal(d[n - 1], 6);
+});
