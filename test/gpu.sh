@@ -5,6 +5,8 @@
 #   source .gpu-deps/env.sh && test/gpu.sh [steps...]
 # steps:
 #   --tests            the gpu suite (+ the sim suites there, cheap) and the demo
+#   --contract[=F]     test-contract on the GPU (cases whose label contains F),
+#                      with a backtrace on a crash, to $OUT/contract-gpu.log
 #   --bench[=S,S]      bench/run.sh, all sections or the ones named
 #   --server           examples/server/run-gpu.sh (uvcuda vs thread pool)
 #   --node             the Node.js gpu tests and the settle benchmark
@@ -49,6 +51,14 @@ for a in "$@"; do
       meson test -C "$B" --suite unit --suite sim --num-processes 8 > /tmp/sim-test.log 2>&1
       echo "sim suites on the GPU host: rc=$?"; grep -E "^(Ok|Fail|Skipped|Timeout):" /tmp/sim-test.log
       "$B/examples/uvcuda-demo" 2>&1 | tee "$OUT/demo.log"
+      ;;
+    --contract*)
+      f=${a#--contract}; f=${f#=}
+      { nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
+        date -u; } >> "$OUT/contract-gpu.log" 2>&1
+      UVCUDA_TEST_GPU=1 UVCUDA_TEST_BACKTRACE=1 "$B/test/test-contract" --gpu ${f:+"$f"} \
+        >> "$OUT/contract-gpu.log" 2>&1 || status=1
+      grep -E "^contract:|^crash" "$OUT/contract-gpu.log"
       ;;
     --bench) bench/run.sh "$B" "$OUT" ;;
     --bench=*)
