@@ -55,9 +55,17 @@ for a in "$@"; do
     --contract*)
       f=${a#--contract}; f=${f#=}
       { nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
-        date -u; } >> "$OUT/contract-gpu.log" 2>&1
+        date -u; grep -E "MemTotal|MemAvailable" /proc/meminfo; } >> "$OUT/contract-gpu.log" 2>&1
+      # GPU and host memory every 0.5 s while it runs (the 64-context cases
+      # once got CUDA_ERROR_OUT_OF_MEMORY from cuCtxCreate).
+      ( while sleep 0.5; do
+          echo "mem $(date +%T.%N | cut -c1-12) gpu_used_mib=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits)" \
+            "host_avail_kib=$(awk '/MemAvailable/{print $2}' /proc/meminfo)"
+        done ) > "$OUT/contract-mem.log" 2>&1 &
+      sampler=$!
       UVCUDA_TEST_GPU=1 UVCUDA_TEST_BACKTRACE=1 "$B/test/test-contract" --gpu ${f:+"$f"} \
         >> "$OUT/contract-gpu.log" 2>&1 || status=1
+      kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
       grep -E "^contract:|^crash" "$OUT/contract-gpu.log"
       ;;
     --bench) bench/run.sh "$B" "$OUT" ;;
