@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A/B of the TCP server's main row (mix 4 KiB, a future per step, 1024 in
 # flight, 3 s) across library builds and strategies, interleaved over
-# ROUNDS rounds, on the GPU host. Each VARIANT is TAG:LIBDIR:COMPLETION
-# (LIBDIR holds libuvcuda.so.0; COMPLETION sets UVCUDA_COMPLETION).
+# ROUNDS rounds, on the GPU host. Each VARIANT is TAG:LIBDIR:COMPLETION[:A]
+# (LIBDIR holds libuvcuda.so.0; COMPLETION sets UVCUDA_COMPLETION; A, 0 or
+# 1, sets UVCUDA_ADAPTIVE, unset by default).
 #   bench/ab-server.sh BUILD_DIR OUT_DIR ROUNDS VARIANT...
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,17 +12,17 @@ S="$B/examples/server"
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
 for v in "$@"; do
-  IFS=: read -r tag lib comp <<< "$v"
+  IFS=: read -r tag lib comp _ <<< "$v"
   got=$(LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" ldd "$S/uvcuda-server" | grep -o '=> [^ ]*libuvcuda[^ ]*')
   echo "$tag: $got" | tee -a "$OUT/ab-server.txt"
   case "$got" in *"$lib/libuvcuda"*) ;; *) echo "ab-server.sh: $tag does not load $lib"; exit 1 ;; esac
 done
 for r in $(seq 1 "$ROUNDS"); do
   for v in "$@"; do
-    IFS=: read -r tag lib comp <<< "$v"
+    IFS=: read -r tag lib comp adapt <<< "$v"
     rm -f "$TMP/port"
     LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" UVCUDA_COMPLETION=$comp UV_THREADPOOL_SIZE=4 \
-      "$S/uvcuda-server" --port 0 ${REQUIRE---require-gpu} --streams 16 --slots 2048 --slot-bytes 16384 \
+      env ${adapt:+UVCUDA_ADAPTIVE=$adapt} "$S/uvcuda-server" --port 0 ${REQUIRE---require-gpu} --streams 16 --slots 2048 --slot-bytes 16384 \
       --large-slots 4 --max-request 1048576 --max-conns 512 --pipeline 64 --max-sleep-us 100000 \
       --port-file "$TMP/port" > "$TMP/s.out" 2> "$TMP/s.err" &
     spid=$!

@@ -100,7 +100,8 @@ enum {
   SEC_THROUGHPUT = 8,
   SEC_IDLE = 16,
   SEC_WAKE = 32,
-  SEC_ALL = 63
+  SEC_ADAPT = 64,
+  SEC_ALL = 127
 };
 
 /* setup.c */
@@ -215,6 +216,7 @@ typedef struct {
   const char *name;
   const method_ops_t *ops;
   uvcuda_completion_t completion; /* uvcuda-*: the strategy */
+  uint32_t flags; /* uvcuda-*: UVCUDA_OPT_* added to the loop's options */
 } method_t;
 
 extern const method_ops_t raw_spin_ops, memop_spin_ops, hostfn_async_ops,
@@ -232,6 +234,8 @@ enum {
   M_POLL,
   M_HOSTFN_SPIN,
   M_HOSTFN_BLOCK,
+  M_TODAY,    /* auto, UVCUDA_OPT_NO_ADAPTIVE (the adapt section) */
+  M_ADAPTIVE, /* auto, UVCUDA_OPT_ADAPTIVE */
   M_COUNT
 };
 extern const method_t METHODS[M_COUNT];
@@ -244,6 +248,11 @@ struct run_s {
   uv_loop_t *loop;
   uv_timer_t tick; /* bounds every blocking uv_run(ONCE) */
   const workload_t *wl;
+  /* Per-sample kernel lengths (run_lengths): each prep takes the next into
+   * wl_var, which wl then points at. NULL: wl->ns every time. */
+  const uint64_t *lens;
+  int nlens, ilen;
+  workload_t wl_var;
   CUstream stream;
   int spin_budget_us;  /* uvcuda: -1 = library default */
   uint64_t timeout_ns; /* of one sample */
@@ -263,6 +272,9 @@ struct run_s {
 /* run.c */
 run_t *run_new(const method_t *m, CUstream s, const workload_t *wl,
                int spin_budget_us);
+/* From the next prep on, sample i runs lens[i % n] ns of the sleep kernel
+ * (lens must outlive every sample of the run). */
+void run_lengths(run_t *r, const uint64_t *lens, int n);
 int run_open(run_t *r);
 int run_prep(run_t *r);
 int run_sample(run_t *r, uint64_t *lat_ns);
@@ -285,6 +297,9 @@ uvcuda_future_t *uvcuda_run_future(run_t *r);
 void uvcuda_run_on_future(uvcuda_future_t *f, int status); /* sets r->done */
 /* The future's phases (uvcuda_future_timing, weak): 0 if there are any. */
 int uvcuda_run_timing(run_t *r, uvcuda_timing_t *t);
+/* uvcuda_loop_adaptive (weak) of an open run; -1 where the library lacks
+ * it. */
+int uvcuda_run_adaptive(run_t *r);
 
 /* ---- held streams (hold.c) ---------------------------------------------- */
 
@@ -305,6 +320,7 @@ void section_scaling(void);
 void section_throughput(void);
 void section_idle(void);
 void section_wake(void);
+void section_adapt(void);
 void targets(void);
 
 #endif

@@ -40,7 +40,8 @@ static const struct {
                 {"scaling", SEC_SCALING},
                 {"throughput", SEC_THROUGHPUT},
                 {"idle", SEC_IDLE},
-                {"wake", SEC_WAKE}};
+                {"wake", SEC_WAKE},
+                {"adapt", SEC_ADAPT}};
 
 static void usage(FILE *to) {
   fprintf(to,
@@ -48,8 +49,9 @@ static void usage(FILE *to) {
           "[--samples N]\n"
           "  --quick        few samples (for the simulation and smoke tests)\n"
           "  --csv FILE     write every measurement to FILE\n"
-          "  --section NAME latency, spin, scaling, throughput, idle "
-          "(repeatable; default all)\n"
+          "  --section NAME latency, spin, scaling, throughput, idle, wake, "
+          "adapt\n"
+          "                 (repeatable; default all)\n"
           "  --samples N    timed samples per measurement (default 1000, after "
           "N/10 up to 100 warm-up)\n"
           "  --probe-us N   uvcuda loops' fault probe interval (50..2000; "
@@ -174,6 +176,7 @@ int main(int argc, char **argv) {
       {SEC_THROUGHPUT, "throughput", section_throughput, 30 * SEC, 10 * SEC},
       {SEC_IDLE, "idle", section_idle, 15 * SEC, 8 * SEC},
       {SEC_WAKE, "wake", section_wake, 10 * SEC, 4 * SEC},
+      {SEC_ADAPT, "adapt", section_adapt, 90 * SEC, 15 * SEC},
   };
   uint64_t t_start = uv_hrtime(), t_sec;
   int i;

@@ -3,10 +3,11 @@
 #include "bench.h"
 
 /* Weak: bench/ab*.sh run this binary against older builds of the
- * library, which lack it (the phases are then not measured). Only this
- * file may name it: one strong reference elsewhere would make it
- * required. */
+ * library, which lack them (the phases are then not measured, the
+ * adaptive methods are skipped). Only this file may name them: one strong
+ * reference elsewhere would make them required. */
 #pragma weak uvcuda_future_timing
+#pragma weak uvcuda_loop_adaptive
 
 typedef struct {
   run_t run;
@@ -53,6 +54,7 @@ static int uvcuda_open(run_t *r) {
   o.reactor_spin_us = bench.opt.rspin_us;
   o.reactor_yield_us = bench.opt.ryield_us;
   o.reactor_sleep_max_us = bench.opt.rsleep_us;
+  o.flags |= r->m->flags;
   if (uvcuda_future_timing == NULL) r->timing = 0;
   if (r->timing) o.flags |= UVCUDA_OPT_TIMING;
   err = uvcuda_loop_init(r->loop, &u->ul, &o);
@@ -60,6 +62,12 @@ static int uvcuda_open(run_t *r) {
     r->timing = 0;
     o.flags &= ~UVCUDA_OPT_TIMING;
     err = uvcuda_loop_init(r->loop, &u->ul, &o);
+  }
+  if (err == UVCUDA_EINVAL && uvcuda_loop_adaptive == NULL &&
+      (r->m->flags & (UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE))) {
+    snprintf(r->err, sizeof(r->err), "this library has no adaptive spin "
+             "(UVCUDA_OPT_ADAPTIVE)");
+    return 1;
   }
   if (err) {
     snprintf(r->err, sizeof(r->err), "uvcuda_loop_init: %s (%s)",
@@ -139,4 +147,9 @@ uvcuda_future_t *uvcuda_run_future(run_t *r) { return &UR(r)->f; }
 int uvcuda_run_timing(run_t *r, uvcuda_timing_t *t) {
   if (uvcuda_future_timing == NULL || !r->timing) return -1;
   return uvcuda_future_timing(&UR(r)->f, t);
+}
+
+int uvcuda_run_adaptive(run_t *r) {
+  if (uvcuda_loop_adaptive == NULL || !UR(r)->ul_on) return -1;
+  return uvcuda_loop_adaptive(&UR(r)->ul) != 0;
 }

@@ -43,17 +43,21 @@ CUresult enqueue_flagged(run_t *r, uint32_t *seq, CUdeviceptr d,
 /* ---- methods ------------------------------------------------------------ */
 
 const method_t METHODS[M_COUNT] = {
-    {"raw-spin", &raw_spin_ops, 0},
-    {"memop-spin", &memop_spin_ops, 0},
-    {"hostfn-async", &hostfn_async_ops, 0},
-    {"threadpool", &threadpool_ops, 0},
-    {"flag-thread", &flag_thread_ops, 0},
-    {"uvcuda-auto", &uvcuda_ops, UVCUDA_COMPLETION_AUTO},
-    {"uvcuda-reactor", &uvcuda_ops, UVCUDA_COMPLETION_REACTOR},
-    {"uvcuda-hostfn", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN},
-    {"uvcuda-poll", &uvcuda_ops, UVCUDA_COMPLETION_POLL},
-    {"uvcuda-hostfn-spin", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN_SPIN},
-    {"uvcuda-hostfn-block", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN_BLOCK},
+    {"raw-spin", &raw_spin_ops, 0, 0},
+    {"memop-spin", &memop_spin_ops, 0, 0},
+    {"hostfn-async", &hostfn_async_ops, 0, 0},
+    {"threadpool", &threadpool_ops, 0, 0},
+    {"flag-thread", &flag_thread_ops, 0, 0},
+    {"uvcuda-auto", &uvcuda_ops, UVCUDA_COMPLETION_AUTO, 0},
+    {"uvcuda-reactor", &uvcuda_ops, UVCUDA_COMPLETION_REACTOR, 0},
+    {"uvcuda-hostfn", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN, 0},
+    {"uvcuda-poll", &uvcuda_ops, UVCUDA_COMPLETION_POLL, 0},
+    {"uvcuda-hostfn-spin", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN_SPIN, 0},
+    {"uvcuda-hostfn-block", &uvcuda_ops, UVCUDA_COMPLETION_HOSTFN_BLOCK, 0},
+    {"uvcuda-today", &uvcuda_ops, UVCUDA_COMPLETION_AUTO,
+     UVCUDA_OPT_NO_ADAPTIVE},
+    {"uvcuda-adaptive", &uvcuda_ops, UVCUDA_COMPLETION_AUTO,
+     UVCUDA_OPT_ADAPTIVE},
 };
 
 /* ---- waiting on the loop ------------------------------------------------ */
@@ -99,6 +103,14 @@ run_t *run_new(const method_t *m, CUstream s, const workload_t *wl,
   return r;
 }
 
+void run_lengths(run_t *r, const uint64_t *lens, int n) {
+  r->wl_var = *r->wl;
+  r->wl = &r->wl_var;
+  r->lens = lens;
+  r->nlens = n;
+  r->ilen = 0;
+}
+
 /* 0, 1: skipped (r->err says why), -1: failed. */
 int run_open(run_t *r) {
   r->loop = malloc(sizeof(*r->loop));
@@ -122,6 +134,7 @@ int run_prep(run_t *r) {
     return -1;
   }
   if (r->loop) uv_run(r->loop, UV_RUN_NOWAIT);
+  if (r->lens) r->wl_var.ns = r->lens[r->ilen++ % r->nlens];
   r->done = 0;
   r->status = 0;
   if (r->m->ops->prep) r->m->ops->prep(r);

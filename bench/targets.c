@@ -38,6 +38,66 @@ static void scaling_overhead_line(const row_t *a, const row_t *b,
   target_line(what, oa - ob, 2, "us", note);
 }
 
+/* adapt: rows of the same run, all measured, else NULL. */
+static int adapt_rows(const char *wl, const row_t **ad, const row_t **today,
+                      const row_t **raw) {
+  *ad = row_find("adapt", "uvcuda-adaptive", wl, NAN);
+  *today = row_find("adapt", "uvcuda-today", wl, NAN);
+  *raw = row_find("adapt", "raw-spin", wl, NAN);
+  return *ad && *today && *raw && (*ad)->n && (*today)->n && (*raw)->n;
+}
+
+/* A target of two or three conditions, all to hold: the figures, then met
+ * or NOT met with the conditions that failed. */
+static void adapt_verdict(const char *what, const char *figures,
+                          const char *f1, const char *f2, const char *f3) {
+  printf("  %-40s %s  ", what, figures);
+  if (!f1[0] && !f2[0] && !f3[0]) printf("met\n");
+  else printf("NOT met (%s%s%s%s%s)\n", f1, f1[0] && (f2[0] || f3[0]) ?
+              ", " : "", f2, f2[0] && f3[0] ? ", " : "", f3);
+}
+
+static void adapt_targets(void) {
+  static const char *const rep[] = {"rep-20us", "rep-50us", "rep-200us",
+                                    "rep-2ms"};
+  static const char *const var[] = {"mixed", "bimodal"};
+  const row_t *ad, *today, *raw;
+  char what[96], fig[256];
+  double pct;
+  int i;
+
+  /* Learnable: the floor's latency with the loop mostly asleep. */
+  for (i = 0; i < COUNT(rep); i++) {
+    snprintf(what, sizeof(what), "adapt %s: adaptive vs raw-spin", rep[i]);
+    if (!adapt_rows(rep[i], &ad, &today, &raw)) {
+      printf("  %-40s not measured\n", what);
+      continue;
+    }
+    pct = 100 * ad->loop_cpu / ad->mean;
+    snprintf(fig, sizeof(fig), "p50 %.2f us (goal <= raw-spin %.2f + 1), "
+             "loop CPU %.2f us = %.1f%% of the mean wait %.1f us (goal <= "
+             "25%%)", ad->p50, raw->p50, ad->loop_cpu, pct, ad->mean);
+    adapt_verdict(what, fig, ad->p50 <= raw->p50 + 1 ? "" : "p50",
+                  pct <= 25 ? "" : "CPU", "");
+  }
+  /* Not learnable: no worse than without it, far cheaper than a spin. */
+  for (i = 0; i < COUNT(var); i++) {
+    snprintf(what, sizeof(what), "adapt %s: adaptive vs today, raw-spin",
+             var[i]);
+    if (!adapt_rows(var[i], &ad, &today, &raw)) {
+      printf("  %-40s not measured\n", what);
+      continue;
+    }
+    pct = 100 * ad->loop_cpu / raw->loop_cpu;
+    snprintf(fig, sizeof(fig), "p50 %.2f us (goal <= today %.2f), p99 %.2f "
+             "us (goal <= today %.2f), loop CPU %.2f us = %.1f%% of "
+             "raw-spin's %.2f us (goal <= 35%%)", ad->p50, today->p50,
+             ad->p99, today->p99, ad->loop_cpu, pct, raw->loop_cpu);
+    adapt_verdict(what, fig, ad->p50 <= today->p50 ? "" : "p50",
+                  ad->p99 <= today->p99 ? "" : "p99", pct <= 35 ? "" : "CPU");
+  }
+}
+
 void targets(void) {
   static const int full[] = {100000, 30000, 10000};
   const row_t *a, *b;
@@ -128,4 +188,5 @@ void targets(void) {
            "noise, shown for reference");
   printf("  %-52s %10.2f us/s  (%s)\n", "idle process CPU, nothing armed, over no-loop",
          v, note);
+  adapt_targets();
 }

@@ -163,6 +163,14 @@ UVCUDA_EXTERN int uvcuda_completion_parse(const char *name,
 /* Stamp each future's phases for uvcuda_future_timing (a few clock reads
  * per future, ~20 ns each; off by default). */
 #define UVCUDA_OPT_TIMING 0x2u
+/* Adaptive spin and pre-wake (docs/api.md, "Adaptive spin"): each stream's
+ * recent enqueue -> done times choose, per future, how long to spin, or to
+ * arm at once and wake the loop thread shortly before the predicted end.
+ * The spin budget stays the upper bound of every spin. ADAPTIVE turns it
+ * on, NO_ADAPTIVE off; with neither, env UVCUDA_ADAPTIVE ("1"/"0"), else
+ * off. Both: UVCUDA_EINVAL. */
+#define UVCUDA_OPT_ADAPTIVE 0x4u
+#define UVCUDA_OPT_NO_ADAPTIVE 0x8u
 
 typedef struct uvcuda_options_s {
   uvcuda_completion_t completion;
@@ -218,6 +226,8 @@ UVCUDA_EXTERN int uvcuda_loop_close(uvcuda_loop_t *ul,
 UVCUDA_EXTERN uvcuda_completion_t uvcuda_loop_completion(const uvcuda_loop_t *ul);
 /* The spin budget in effect, in ns. */
 UVCUDA_EXTERN uint64_t uvcuda_loop_spin_budget_ns(const uvcuda_loop_t *ul);
+/* Nonzero when adaptive spin and pre-wake are on for this loop. */
+UVCUDA_EXTERN int uvcuda_loop_adaptive(const uvcuda_loop_t *ul);
 
 #define UVCUDA_HIST_BUCKETS 32 /* bucket i: [2^i, 2^(i+1)) ns; 0: < 2 ns */
 
@@ -235,6 +245,16 @@ typedef struct uvcuda_stats_s {
   uint64_t faults;            /* CUDA contexts found in a sticky error */
   uint64_t timelines;         /* timelines alive now */
   uint64_t latency_hist[UVCUDA_HIST_BUCKETS];
+  /* Adaptive spin (zero while it is off). A prediction is "hit" when the
+   * loop saw the future done while spinning for it, "early" when it was
+   * done before that spin began, "late" when the spin ended first (the
+   * reactor or host function then delivers it, as without prediction). */
+  uint64_t predicted;         /* futures given a predicted end */
+  uint64_t predict_hit;
+  uint64_t predict_early;
+  uint64_t predict_late;
+  uint64_t prewakes;          /* timer wake-ups before a predicted end */
+  uint64_t spin_ns;           /* loop-thread time in spin passes */
 } uvcuda_stats_t;
 
 UVCUDA_EXTERN int uvcuda_loop_stats(const uvcuda_loop_t *ul,
@@ -285,7 +305,11 @@ struct CUevent_st; /* CUevent */
   uint64_t enqueued_ns_, armed_ns_, seen_ns_, callback_ns_; /* OPT_TIMING */\
   struct uvcuda__queue tl_node_;   /* its timeline's pending futures */     \
   struct uvcuda__queue spin_node_; /* the loop's spin FIFO */               \
-  struct uvcuda__queue q_node_;    /* the loop's delivery or close queue */
+  struct uvcuda__queue q_node_;    /* the loop's delivery or close queue */\
+  int adapt_;                      /* adaptive spin: what was predicted */  \
+  uint64_t pred_end_ns_;           /* predicted end (adaptive) */           \
+  uint64_t wake_ns_, hot_until_ns_; /* pre-wake, end of its spin window */  \
+  struct uvcuda__queue pw_node_;   /* the loop's pre-wake or hot queue */
 
 struct uvcuda_future_s {
   void *data;              /* yours */

@@ -106,7 +106,10 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
   } else {
     now = (l->opts.flags & UVCUDA_OPT_TIMING) ? uv_hrtime() : f->start_ns_;
     if (l->opts.flags & UVCUDA_OPT_TIMING) f->enqueued_ns_ = now;
-    if (l->opts.spin_budget_ns > 0) {
+    if (uvcuda__adapt_start(&l->adapt, &l->spin, &l->tls, f,
+                            l->opts.spin_budget_ns)) {
+      if (f->state_ == UVCUDA_FUTURE_ARMED) uvcuda__loop_settle(l);
+    } else if (l->opts.spin_budget_ns > 0) {
       uvcuda__spin_add(&l->spin, f, f->start_ns_ + l->opts.spin_budget_ns);
     } else {
       uvcuda__spin_arm(&l->tls, f, now);
@@ -135,6 +138,7 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
       /* Unhooked now: no thread reads a future, so close_cb may follow
        * the cancellation callback at once; the GPU work runs on. */
       uvcuda__spin_forget(f);
+      uvcuda__adapt_forget(&l->adapt, f, UVCUDA_ECANCELED);
       uvcuda__tl_remove(&l->tls, f); /* the next settle re-watches */
       uvcuda__deliver_push(&l->dq, f, UVCUDA_ECANCELED);
       break;

@@ -43,6 +43,7 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
   l->tls.stats = &l->stats;
   l->tls.completion = o.completion;
   l->tls.flags = o.flags;
+  l->tls.adaptive = o.adaptive;
   l->tls.spin_events = o.spin_budget_ns > 0;
   if ((l->port = uvcuda__port_new(&l->async)) == NULL) {
     free(l);
@@ -55,7 +56,8 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
     l->rc.yield_ns = o.reactor_yield_ns;
     l->rc.sleep_max_ns = o.reactor_sleep_max_ns;
     l->rc.probe_ns = o.probe_interval_ns;
-    l->rc.timing = (o.flags & UVCUDA_OPT_TIMING) != 0;
+    /* Adaptive spin learns from when the reactor saw work end. */
+    l->rc.timing = (o.flags & UVCUDA_OPT_TIMING) != 0 || o.adaptive;
     if ((err = uvcuda__reactor_attach(&l->rc)) != 0) {
       uvcuda__port_close(l->port);
       free(l);
@@ -63,8 +65,14 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
     }
     l->reactor_attached = 1;
   }
-  uvcuda__loop_handles_init(l);
-  l->handles_to_close = 2;
+  if ((err = uvcuda__loop_handles_init(l)) != 0) {
+    /* No handle was added to the loop: undo the rest. */
+    if (l->reactor_attached) uvcuda__reactor_detach(&l->rc);
+    uvcuda__port_close(l->port);
+    free(l);
+    return err;
+  }
+  l->handles_to_close = l->adapt.on ? 3 : 2;
   ul->loop = loop;
   ul->internal_ = l;
   return 0;
@@ -74,6 +82,7 @@ static void on_handle_closed(uv_handle_t *h) {
   struct uvcuda__loop *l = h->data;
   uvcuda_loop_t *ul;
   uvcuda_loop_close_cb cb;
+  if (h == (uv_handle_t *)&l->adapt.poll) uvcuda__adapt_closed(&l->adapt);
   if (--l->handles_to_close > 0) return;
   ul = l->pub;
   cb = l->close_cb;
@@ -105,8 +114,10 @@ int uvcuda_loop_close(uvcuda_loop_t *ul, uvcuda_loop_close_cb close_cb) {
   l->idle_on = 0;
   l->async.data = l;
   l->idle.data = l;
+  l->adapt.poll.data = l;
   uv_close((uv_handle_t *)&l->async, on_handle_closed);
   uv_close((uv_handle_t *)&l->idle, on_handle_closed);
+  uvcuda__adapt_close(&l->adapt, on_handle_closed);
   return 0;
 }
 
@@ -118,6 +129,11 @@ uvcuda_completion_t uvcuda_loop_completion(const uvcuda_loop_t *ul) {
 uint64_t uvcuda_loop_spin_budget_ns(const uvcuda_loop_t *ul) {
   if (ul == NULL || ul->internal_ == NULL) return 0;
   return ul->internal_->opts.spin_budget_ns;
+}
+
+int uvcuda_loop_adaptive(const uvcuda_loop_t *ul) {
+  if (ul == NULL || ul->internal_ == NULL) return 0;
+  return ul->internal_->opts.adaptive;
 }
 
 int uvcuda_loop_stats(const uvcuda_loop_t *ul, uvcuda_stats_t *stats) {

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "adapt.h"
 #include "hostfn.h"
 #include "options.h"
 #include "queue.h"
@@ -28,6 +29,8 @@ struct uvcuda__loop {
   struct uvcuda__port *port;
   struct uvcuda__tlset tls;
   struct uvcuda__spin spin;
+  struct uvcuda__adapt adapt;
+  uint64_t spin_last_ns; /* the last pass that spun, for stats.spin_ns */
   struct uvcuda__queue dq; /* outcomes whose callbacks run next pass */
   struct uvcuda__queue cq; /* closed futures whose close_cb runs next pass */
   uint64_t nfutures;       /* initialised, close_cb not yet run */
@@ -41,7 +44,7 @@ struct uvcuda__loop {
 int uvcuda__on_loop_thread(const struct uvcuda__loop *l);
 
 /* pass.c: the loop's handles and passes. */
-void uvcuda__loop_handles_init(struct uvcuda__loop *l);
+int uvcuda__loop_handles_init(struct uvcuda__loop *l);
 void uvcuda__loop_update_handles(struct uvcuda__loop *l);
 /* Re-syncs the reactor's watches of the timelines touched so far and
  * retires the idle ones (end of a pass; also right after an arm at start,

@@ -46,6 +46,26 @@ static int pick(int32_t v, int32_t dflt, int32_t lo, int32_t hi, uint64_t *ns) {
   return 0;
 }
 
+/* Off by default: on the H200 it has not yet won everywhere it was measured
+ * (docs/benchmarks.md). */
+static int resolve_adaptive(uint32_t flags, int *out) {
+  const char *env;
+  uint32_t both = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;
+  if ((flags & both) == both) return UVCUDA_EINVAL;
+  if (flags & both) {
+    *out = (flags & UVCUDA_OPT_ADAPTIVE) != 0;
+    return 0;
+  }
+  env = getenv("UVCUDA_ADAPTIVE");
+  if (env == NULL || env[0] == '\0') {
+    *out = 0;
+    return 0;
+  }
+  if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) return UVCUDA_EINVAL;
+  *out = env[0] == '1';
+  return 0;
+}
+
 int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
   uvcuda_options_t d;
   const char *env;
@@ -58,9 +78,11 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
   }
   memset(out, 0, sizeof(*out));
   if ((unsigned)in->completion > UVCUDA_COMPLETION_POLL) return UVCUDA_EINVAL;
-  if (in->flags & ~(UVCUDA_OPT_LATENCY_HISTOGRAM | UVCUDA_OPT_TIMING))
+  if (in->flags & ~(UVCUDA_OPT_LATENCY_HISTOGRAM | UVCUDA_OPT_TIMING |
+                    UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE))
     return UVCUDA_EINVAL;
   out->flags = in->flags;
+  if ((err = resolve_adaptive(in->flags, &out->adaptive)) != 0) return err;
 
   out->completion = in->completion;
   if (out->completion == UVCUDA_COMPLETION_DEFAULT) {

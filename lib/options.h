@@ -12,6 +12,7 @@ struct uvcuda__opts {
   uint64_t probe_interval_ns;
   uint64_t reactor_spin_ns, reactor_yield_ns, reactor_sleep_max_ns;
   uint32_t flags;
+  int adaptive; /* resolved: UVCUDA_OPT_ADAPTIVE, NO_ADAPTIVE, env */
 };
 
 int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out);

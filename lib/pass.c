@@ -11,11 +11,13 @@
   uvcuda__queue_data(q, struct uvcuda__timeline, touch_node)
 
 static void on_idle(uv_idle_t *h);
+static void on_timer(uv_poll_t *h, int status, int events);
 
 void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
   int want_idle, want_ref;
   if (l->port == NULL) return; /* closing: the handles are being closed */
-  want_idle = uvcuda__spin_busy(&l->spin) || !uvcuda__queue_empty(&l->dq) ||
+  want_idle = uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
+              !uvcuda__queue_empty(&l->dq) ||
               !uvcuda__queue_empty(&l->cq) ||
               (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
   if (want_idle != l->idle_on) {
@@ -86,6 +88,7 @@ static void deliver(struct uvcuda__loop *l) {
     f = uvcuda__queue_data(q, uvcuda_future_t, q_node_);
     uvcuda__spin_forget(f);
     status = f->status_;
+    uvcuda__adapt_forget(&l->adapt, f, status);
     l->nactive--;
     if (status == UVCUDA_ECANCELED)
       l->stats.cancelled++;
@@ -180,13 +183,34 @@ static void on_idle(uv_idle_t *h) {
   struct uvcuda__loop *l = loop_of(h, idle);
   uint64_t now = uv_hrtime();
 
+  /* The loop thread does not sleep between two passes that both spin:
+   * the time between them is spin time (other handles' callbacks too). */
+  if (l->spin_last_ns) l->stats.spin_ns += now - l->spin_last_ns;
   uvcuda__spin_pass(&l->spin, &l->tls, now, l->opts.probe_interval_ns);
+  uvcuda__adapt_pass(&l->adapt, &l->tls, now);
   if (l->opts.completion == UVCUDA_COMPLETION_POLL) poll_active(l, now);
+  after_pass(l);
+  l->spin_last_ns =
+      uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ? now : 0;
+}
+
+/* The pre-wake timer: the futures due are polled from this pass on. */
+static void on_timer(uv_poll_t *h, int status, int events) {
+  struct uvcuda__loop *l = h->data;
+  uint64_t now = uv_hrtime();
+  (void)status, (void)events;
+  uvcuda__adapt_fire(&l->adapt, now);
+  uvcuda__adapt_pass(&l->adapt, &l->tls, now);
   after_pass(l);
 }
 
-void uvcuda__loop_handles_init(struct uvcuda__loop *l) {
+int uvcuda__loop_handles_init(struct uvcuda__loop *l) {
+  int err = uvcuda__adapt_init(&l->adapt, l->uv, l->opts.adaptive, &l->stats,
+                               on_timer);
+  if (err != 0) return err;
+  l->adapt.poll.data = l;
   uv_async_init(l->uv, &l->async, on_async);
   uv_unref((uv_handle_t *)&l->async);
   uv_idle_init(l->uv, &l->idle);
+  return 0;
 }

@@ -20,15 +20,22 @@ void uvcuda__spin_free(struct uvcuda__spin *sp) {
 
 void uvcuda__spin_add(struct uvcuda__spin *sp, uvcuda_future_t *f,
                       uint64_t deadline) {
+  struct uvcuda__queue *q = sp->fifo.prev;
   f->state_ = UVCUDA_FUTURE_SPINNING;
   f->deadline_ns_ = deadline;
-  uvcuda__queue_insert_tail(&sp->fifo, &f->spin_node_);
+  /* Deadline order; only adaptive spins (shorter) go anywhere but last. */
+  while (q != &sp->fifo && future_of(q)->deadline_ns_ > deadline) q = q->prev;
+  uvcuda__queue_insert_head(q, &f->spin_node_); /* after q */
 }
 
 void uvcuda__spin_arm(struct uvcuda__tlset *set, uvcuda_future_t *f,
                       uint64_t now) {
   f->state_ = UVCUDA_FUTURE_ARMED;
   if (set->flags & UVCUDA_OPT_TIMING) f->armed_ns_ = now;
+  if (f->adapt_ == UVCUDA__ADAPT_SPIN) { /* predicted to be done by now */
+    f->adapt_ = UVCUDA__ADAPT_NONE;
+    set->stats->predict_late++;
+  }
   f->tl_->armed++;
   uvcuda__tl_touch(set, f->tl_); /* the settle arms its watch */
 }

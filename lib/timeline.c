@@ -74,6 +74,11 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
   }
   tl->watch.host = tl->counter.host;
   tl->watch.mode = tl->mode;
+  if (set->adaptive) {
+    struct uvcuda__predict_slot *k = &set->learnt[id % UVCUDA__PREDICT_SLOTS];
+    if (k->stream_id == id) tl->pred = k->p;
+    tl->pred.tail_ns = 0;
+  }
   set->stats->timelines = set->streams.n;
   *out = tl;
   return 0;
@@ -95,6 +100,12 @@ int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
 
 static void destroy(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
                     int write_due) {
+  if (set->adaptive && tl->pred.n > 0) {
+    struct uvcuda__predict_slot *k =
+        &set->learnt[tl->stream_id % UVCUDA__PREDICT_SLOTS];
+    k->stream_id = tl->stream_id;
+    k->p = tl->pred;
+  }
   uvcuda__streams_remove(&set->streams, &tl->hnode);
   uvcuda__queue_remove(&tl->lnode);
   uvcuda__queue_remove(&tl->touch_node);
@@ -235,19 +246,34 @@ static int quiescent(const struct uvcuda__timeline *tl) {
   return passed(tl, tl->next_seq);
 }
 
+/* Adaptive spin: the first future a harvest finds done is a sample, from
+ * its start (or its predecessor's end, if later) to when it was seen. The
+ * ones found with it ended at some unknown earlier time: no sample. */
+static void learn(struct uvcuda__timeline *tl, uvcuda_future_t *f,
+                  uint64_t seen) {
+  struct uvcuda__predict *p = &tl->pred;
+  uint64_t from = f->start_ns_ > p->last_ns ? f->start_ns_ : p->last_ns;
+  if (seen > from) uvcuda__predict_add(p, seen - from);
+  p->last_ns = seen;
+}
+
 uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
                             struct uvcuda__timeline *tl, int seen_by) {
   uvcuda_future_t *f;
   uint64_t n = 0, seen = 0;
+  int want_seen = (set->flags & UVCUDA_OPT_TIMING) ||
+                  (set->adaptive && tl->mode != UVCUDA__TL_HOSTFN);
 
   set->harvests++;
   while (!uvcuda__queue_empty(&tl->futures)) {
     f = future_of(uvcuda__queue_head(&tl->futures));
     if (!passed(tl, f->seq_)) break;
-    if ((set->flags & UVCUDA_OPT_TIMING) && seen == 0)
+    if (want_seen && seen == 0) {
       seen = tl->seen_ns ? tl->seen_ns : uv_hrtime(); /* else seen now */
+      if (set->adaptive) learn(tl, f, seen);
+    }
     f->seen_ns_ = seen;
-    if (f->state_ == UVCUDA_FUTURE_SPINNING)
+    if (f->state_ == UVCUDA_FUTURE_SPINNING || f->adapt_ == UVCUDA__ADAPT_HOT)
       set->stats->completed_spin++;
     else if (seen_by == UVCUDA__SEEN_POLL)
       set->stats->completed_poll++;
@@ -260,7 +286,11 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
     n++;
   }
   tl->seen_ns = 0;
-  if (n > 0) uvcuda__tl_touch(set, tl);
+  if (n > 0) {
+    if (set->adaptive && seen) tl->pred.last_ns = seen;
+    if (uvcuda__queue_empty(&tl->futures)) tl->pred.tail_ns = 0;
+    uvcuda__tl_touch(set, tl);
+  }
   return n;
 }
 

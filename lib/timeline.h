@@ -18,6 +18,7 @@
 #include "context.h"
 #include "counter.h"
 #include "hostfn.h"
+#include "predict.h"
 #include "queue.h"
 #include "streams.h"
 #include "watch.h"
@@ -44,6 +45,16 @@ struct uvcuda__timeline {
   uint64_t watched;               /* the threshold the reactor holds; 0: none */
   struct uvcuda__queue lnode;     /* the set's active or draining queue */
   struct uvcuda__queue touch_node; /* the set's touched queue */
+  struct uvcuda__predict pred;    /* adaptive spin: how long its work takes */
+};
+
+/* What a timeline learnt outlives it here (a stream that runs one future
+ * at a time has no timeline between them): direct-mapped by stream id,
+ * numbers only, never a handle. */
+#define UVCUDA__PREDICT_SLOTS 64
+struct uvcuda__predict_slot {
+  unsigned long long stream_id;
+  struct uvcuda__predict p;
 };
 
 /* The timelines of one loop. */
@@ -57,11 +68,13 @@ struct uvcuda__tlset {
   uvcuda_stats_t *stats;
   uvcuda_completion_t completion;
   uint32_t flags;  /* UVCUDA_OPT_* */
+  int adaptive;    /* learn each timeline's durations (adapt.h) */
   int spin_events; /* host-function modes record an event */
   int memops64_bad, memops32_bad;
   struct uvcuda__context **faulted; /* contexts counted in stats.faults */
   size_t nfaulted, faulted_cap;
   uint64_t harvests; /* tests count a wakeup's work */
+  struct uvcuda__predict_slot learnt[UVCUDA__PREDICT_SLOTS]; /* adaptive */
 };
 
 /* Who saw the counters pass, for the stats. */

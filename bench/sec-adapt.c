@@ -1,0 +1,234 @@
+/* The adapt section: adaptive spin (UVCUDA_OPT_ADAPTIVE) against uvcuda
+ * without it and against the spinning floors, on sequences of single
+ * kernels awaited one at a time on one stream. Repeated lengths are what
+ * it can learn (it should reach the floor's latency while the loop
+ * sleeps); random lengths are what it cannot (it must do no worse than
+ * without it, at a fraction of a spin's CPU). */
+#include "bench.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+
+enum { A_REP, A_MIXED, A_BIMODAL };
+
+static const struct {
+  workload_t wl; /* param: the mean nominal length; ns: the longest */
+  int kind;
+  const char *what;
+} AWL[] = {
+    {{"rep-20us", 0, 20 * US, 20}, A_REP, "20 us every time"},
+    {{"rep-50us", 0, 50 * US, 50}, A_REP, "50 us every time"},
+    {{"rep-200us", 0, 200 * US, 200}, A_REP, "200 us every time"},
+    {{"rep-2ms", 0, 2 * MS, 2000}, A_REP, "2 ms every time"},
+    {{"mixed", 0, 2 * MS, 1002.5}, A_MIXED,
+     "uniform 5 us .. 2 ms per sample, fixed seed"},
+    {{"bimodal", 0, 500 * US, 252.5}, A_BIMODAL,
+     "5 us or 500 us per sample, fixed seed"},
+};
+
+static const int ORDER[] = {M_RAW, M_MEMOP, M_TODAY, M_ADAPTIVE};
+
+#define ADAPT_SEED 0x75766375646164ull
+
+/* splitmix64 from a fixed seed: every method waits on the same lengths. */
+static uint64_t next_rand(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void make_lengths(int kind, uint64_t *lens, int n) {
+  uint64_t s = ADAPT_SEED;
+  int i;
+  for (i = 0; i < n; i++) {
+    uint64_t x = next_rand(&s);
+    if (kind == A_MIXED) lens[i] = 5 * US + x % (2 * MS - 5 * US + 1);
+    else lens[i] = (x >> 63) ? 500 * US : 5 * US;
+  }
+}
+
+/* a - b of what the section reports: the timed samples' share only. */
+static void stats_sub(uvcuda_stats_t *d, const uvcuda_stats_t *a,
+                      const uvcuda_stats_t *b) {
+  *d = *a;
+  d->started -= b->started;
+  d->completed_spin -= b->completed_spin;
+  d->completed_reactor -= b->completed_reactor;
+  d->completed_hostfn -= b->completed_hostfn;
+  d->completed_poll -= b->completed_poll;
+  d->fallbacks -= b->fallbacks;
+  d->reactor_wakeups -= b->reactor_wakeups;
+  d->hostfn_wakeups -= b->hostfn_wakeups;
+  d->predicted -= b->predicted;
+  d->predict_hit -= b->predict_hit;
+  d->predict_early -= b->predict_early;
+  d->predict_late -= b->predict_late;
+  d->prewakes -= b->prewakes;
+  d->spin_ns -= b->spin_ns;
+}
+
+static void adapt_head(void) {
+  printf("  %-16s %8s %8s %8s %8s %8s %9s %6s %6s %6s %6s %8s %8s  %s\n",
+         "method", "p50", "p90", "p99", "mean", "loopCPU", "cpu%wait",
+         "predict", "hit", "early", "late", "prewakes", "spin/op",
+         "paths / notes");
+}
+
+/* d: the timed samples' stats (uvcuda runs), else NULL. */
+static void adapt_print(const row_t *w, const uvcuda_stats_t *d,
+                        const char *paths) {
+  char a[32], b[32], c[32], e[32], f[32], g[32], h[32];
+  double pct = 100 * w->loop_cpu / w->mean;
+  printf("  %-16s %8s %8s %8s %8s %8s %9s", w->method,
+         fmt_num(a, sizeof(a), w->p50, 1), fmt_num(b, sizeof(b), w->p90, 1),
+         fmt_num(c, sizeof(c), w->p99, 1), fmt_num(e, sizeof(e), w->mean, 1),
+         fmt_num(f, sizeof(f), w->loop_cpu, 1),
+         fmt_num(g, sizeof(g), w->n ? pct : NAN, 1));
+  if (d && w->n)
+    printf(" %6" PRIu64 " %6" PRIu64 " %6" PRIu64 " %6" PRIu64 " %8" PRIu64
+           " %8s", d->predicted, d->predict_hit, d->predict_early,
+           d->predict_late, d->prewakes,
+           fmt_num(h, sizeof(h), (double)d->spin_ns / 1e3 / w->n, 1));
+  else
+    printf(" %6s %6s %6s %6s %8s %8s", "-", "-", "-", "-", "-", "-");
+  printf("  %s%s%s\n", paths, w->note[0] ? "  " : "", w->note);
+  fflush(stdout);
+}
+
+/* One method on one workload, a fresh loop; lens: per-sample lengths
+ * (warm-up first), NULL for the same length every time. */
+static void adapt_run(int ai, int mi, const uint64_t *lens, int nlens) {
+  const method_t *m = &METHODS[mi];
+  const workload_t *wl = &AWL[ai].wl;
+  int warmup = bench.opt.warmup, n = bench.opt.samples, rc, i;
+  int uv = m->ops == &uvcuda_ops, have = 0, adaptive = -2; /* not asked */
+  uvcuda_stats_t s0, s1, d;
+  char paths[160] = "-";
+  run_t *r;
+  row_t w, wu;
+
+  row_init(&w, "adapt", m->name, wl->name, wl->us);
+  r = run_new(m, bench.timed, wl, -1);
+  if (r == NULL) return;
+  if (lens) run_lengths(r, lens, nlens);
+  rc = run_open(r);
+  if (rc != 0) {
+    row_note(&w, "%s: %s", rc > 0 ? "skipped" : "error", r->err);
+    if (rc < 0) bench.errors++;
+  } else {
+    /* The warm-up apart, so that the stats deltas cover what the latency
+     * and CPU figures cover: the timed samples. */
+    row_init(&wu, "adapt", m->name, wl->name, wl->us);
+    if (measure(r, 0, warmup, &wu) != 0) {
+      row_note(&w, "warm-up: %s", wu.note);
+    } else {
+      if (uv && uvcuda_loop_stats(uvcuda_run_loop(r), &s0) == 0) have = 1;
+      measure(r, 0, n, &w);
+      if (have && uvcuda_loop_stats(uvcuda_run_loop(r), &s1) == 0)
+        stats_sub(&d, &s1, &s0);
+      else
+        have = 0;
+    }
+    if (uv) adaptive = uvcuda_run_adaptive(r);
+  }
+  run_close(r); /* leaks on abandon */
+  if (w.n > 0) row_extra(&w, "cpu_pct_of_wait=%.1f",
+                         100 * w.loop_cpu / w.mean);
+  if (lens && w.n > 0) {
+    double sum = 0;
+    for (i = 0; i < w.n; i++) sum += (double)lens[warmup + i];
+    row_extra(&w, "lengths_mean_us=%.1f;seed=0x%llx", sum / w.n / 1e3,
+              (unsigned long long)ADAPT_SEED);
+  }
+  if (have) {
+    stats_extra(&w, &d);
+    row_extra(&w, "predicted=%" PRIu64 ";predict_hit=%" PRIu64
+                  ";predict_early=%" PRIu64 ";predict_late=%" PRIu64
+                  ";prewakes=%" PRIu64 ";spin_us_per_op=%.2f",
+              d.predicted, d.predict_hit, d.predict_early, d.predict_late,
+              d.prewakes, w.n ? (double)d.spin_ns / 1e3 / w.n : 0.0);
+    snprintf(paths, sizeof(paths), "spin=%" PRIu64 " reactor=%" PRIu64
+             " hostfn=%" PRIu64 "%s", d.completed_spin, d.completed_reactor,
+             d.completed_hostfn,
+             d.fallbacks ? " (fell back to host functions)" : "");
+  }
+  if (uv && r->have_stats)
+    row_extra(&w, "spin_budget_us=%.0f", (double)r->spin_ns / 1e3);
+  if (adaptive >= 0) row_extra(&w, "adaptive=%d", adaptive);
+  /* The flag was taken but the library did not turn it on (or cannot say
+   * so): the row may be uvcuda without adaptive spin, and must not read as
+   * adaptive's unremarked. */
+  if (mi == M_ADAPTIVE && adaptive == 0)
+    row_note(&w, "adaptive spin is off in this library "
+             "(uvcuda_loop_adaptive = 0)");
+  else if (mi == M_ADAPTIVE && adaptive == -1)
+    row_note(&w, "this library has no uvcuda_loop_adaptive: adaptive spin "
+             "unconfirmed");
+  if (!r->abandon) free(r);
+  row_emit(&w);
+  adapt_print(&w, have ? &d : NULL, paths);
+}
+
+/* A matrix of the section's rows: one line per method, a cell per
+ * workload. */
+static void adapt_matrix(const char *title, int cpu) {
+  char a[32], b[32], cell[48];
+  int ai, j;
+  printf("\n %s%s\n  %-16s", title, bench.tag, "method");
+  for (ai = 0; ai < COUNT(AWL); ai++) printf(" %15s", AWL[ai].wl.name);
+  printf("\n");
+  for (j = 0; j < COUNT(ORDER); j++) {
+    printf("  %-16s", METHODS[ORDER[j]].name);
+    for (ai = 0; ai < COUNT(AWL); ai++) {
+      const row_t *w =
+          row_find("adapt", METHODS[ORDER[j]].name, AWL[ai].wl.name, NAN);
+      if (w == NULL || w->n == 0) snprintf(cell, sizeof(cell), "-");
+      else if (cpu)
+        snprintf(cell, sizeof(cell), "%s(%s%%)",
+                 fmt_num(a, sizeof(a), w->loop_cpu, 1),
+                 fmt_num(b, sizeof(b), 100 * w->loop_cpu / w->mean, 0));
+      else
+        snprintf(cell, sizeof(cell), "%s/%s", fmt_num(a, sizeof(a), w->p50, 1),
+                 fmt_num(b, sizeof(b), w->p99, 1));
+      printf(" %15s", cell);
+    }
+    printf("\n");
+  }
+}
+
+void section_adapt(void) {
+  int nlens = bench.opt.warmup + bench.opt.samples, ai, j;
+  uint64_t *lens = malloc(sizeof(uint64_t) * (size_t)nlens);
+
+  section_header("adapt: adaptive spin, submit -> completion, us",
+                 "one kernel at a time on one stream; loopCPU: us of loop "
+                 "(awaiting) thread CPU per op; cpu%wait: loopCPU / mean; "
+                 "predict..spin/op: uvcuda stats over the timed samples "
+                 "(spin/op: us of spin passes per op)");
+  if (lens == NULL) {
+    printf("  out of memory\n");
+    bench.errors++;
+    return;
+  }
+  for (ai = 0; ai < COUNT(AWL); ai++) {
+    int var = AWL[ai].kind != A_REP;
+    printf("\n workload %s (uvcuda_sleep_ns kernel, %s)\n", AWL[ai].wl.name,
+           AWL[ai].what);
+    adapt_head();
+    if (var) make_lengths(AWL[ai].kind, lens, nlens);
+    for (j = 0; j < COUNT(ORDER); j++) {
+      if (past_deadline() || bench.timeouts >= 2) {
+        printf("  %-16s skipped: %s\n", METHODS[ORDER[j]].name,
+               bench.timeouts >= 2 ? "two waits timed out in this section"
+                                   : "section deadline reached");
+        continue;
+      }
+      adapt_run(ai, ORDER[j], var ? lens : NULL, nlens);
+    }
+  }
+  free(lens);
+  adapt_matrix("p50/p99 latency, us", 0);
+  adapt_matrix("loop thread CPU per op, us (% of the mean wait)", 1);
+}

@@ -1,0 +1,196 @@
+/* Adaptive spin and pre-wake (see adapt.h). */
+#include "adapt.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+
+#ifdef __linux__
+#include <sys/timerfd.h>
+#endif
+
+#define future_of(q) uvcuda__queue_data(q, uvcuda_future_t, pw_node_)
+
+#define US 1000u
+#define LATE_INIT_NS (20u * US) /* a sleeping loop's wake-up, before one is seen */
+#define LATE_MAX_NS (200u * US) /* a stalled loop must not teach a huge lead */
+#define DUE_SLACK_NS (1u * US)  /* wake-ups this close together share one */
+
+int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
+                       uvcuda_stats_t *stats, uv_poll_cb on_timer) {
+  memset(a, 0, sizeof(*a));
+  a->fd = -1;
+  a->stats = stats;
+  a->on_timer = on_timer;
+  a->late_ns = LATE_INIT_NS;
+  uvcuda__queue_init(&a->pending);
+  uvcuda__queue_init(&a->hot);
+  if (!on) return 0;
+#ifdef __linux__
+  a->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (a->fd < 0) return errno == ENOMEM ? UVCUDA_ENOMEM : UVCUDA_ENOTSUP;
+  if (uv_poll_init(uv, &a->poll, a->fd) != 0) {
+    close(a->fd);
+    a->fd = -1;
+    return UVCUDA_ENOTSUP;
+  }
+  uv_unref((uv_handle_t *)&a->poll); /* pending futures hold the loop */
+  a->on = 1;
+  return 0;
+#else
+  (void)uv;
+  return UVCUDA_ENOTSUP; /* no timerfd: say so rather than spin blind */
+#endif
+}
+
+void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb) {
+  if (!a->on) return;
+  if (a->poll_on) uv_poll_stop(&a->poll);
+  a->poll_on = 0;
+  uv_close((uv_handle_t *)&a->poll, cb);
+}
+
+void uvcuda__adapt_closed(struct uvcuda__adapt *a) {
+  /* Only now: libuv drops the fd from its epoll set during the close. */
+  if (a->fd >= 0) close(a->fd);
+  a->fd = -1;
+}
+
+/* at: absolute uv_hrtime() ns; 0 disarms. */
+static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
+#ifdef __linux__
+  struct itimerspec its;
+  memset(&its, 0, sizeof(its));
+  its.it_value.tv_sec = (time_t)(at / 1000000000u);
+  its.it_value.tv_nsec = (long)(at % 1000000000u);
+  if (timerfd_settime(a->fd, TFD_TIMER_ABSTIME, &its, NULL) != 0) at = 0;
+  a->timer_at = at;
+  if (at != 0 && !a->poll_on) {
+    uv_poll_start(&a->poll, UV_READABLE, a->on_timer);
+    a->poll_on = 1;
+  } else if (at == 0 && a->poll_on) {
+    uv_poll_stop(&a->poll);
+    a->poll_on = 0;
+  }
+#else
+  (void)a, (void)at;
+#endif
+}
+
+static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
+  struct uvcuda__queue *q = a->pending.prev;
+  /* Mostly in order already: look back from the tail. */
+  while (q != &a->pending && future_of(q)->wake_ns_ > f->wake_ns_) q = q->prev;
+  uvcuda__queue_insert_head(q, &f->pw_node_); /* after q */
+  if (a->timer_at == 0 || f->wake_ns_ < a->timer_at) set_timer(a, f->wake_ns_);
+}
+
+int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
+                        struct uvcuda__tlset *set, uvcuda_future_t *f,
+                        uint64_t budget_ns) {
+  struct uvcuda__timeline *tl = f->tl_;
+  struct uvcuda__predict *p = &tl->pred;
+  uint64_t now = f->start_ns_, base, end, margin, lead;
+
+  f->adapt_ = UVCUDA__ADAPT_NONE;
+  if (!a->on || budget_ns == 0 || tl->mode == UVCUDA__TL_HOSTFN ||
+      set->completion == UVCUDA_COMPLETION_POLL)
+    return 0;
+  /* Alone on its stream it starts now; behind others, when the newest
+   * of them is predicted to end (unknown if that one had no prediction). */
+  base = uvcuda__queue_head(&tl->futures) == &f->tl_node_ ? now : p->tail_ns;
+  if (base == 0 || !uvcuda__predict_trusted(p)) {
+    p->tail_ns = 0;
+    return 0;
+  }
+  if (base < now) base = now;
+  end = base + p->mean_ns;
+  margin = 2 * p->dev_ns + 2 * US;
+  p->tail_ns = end;
+  f->pred_end_ns_ = end;
+  a->stats->predicted++;
+  if (end + margin <= now + budget_ns) {
+    /* Within the spin horizon: spin until just after the predicted end. */
+    f->adapt_ = UVCUDA__ADAPT_SPIN;
+    uvcuda__spin_add(sp, f, end + margin);
+    return 1;
+  }
+  /* Beyond it: armed now, woken `lead` before the end. The window after
+   * the wake-up is at most the spin budget. */
+  lead = a->late_ns + p->dev_ns + 2 * US;
+  f->wake_ns_ = end > now + lead ? end - lead : now;
+  f->hot_until_ns_ = end + margin;
+  if (f->hot_until_ns_ > f->wake_ns_ + a->late_ns + budget_ns)
+    f->hot_until_ns_ = f->wake_ns_ + a->late_ns + budget_ns;
+  uvcuda__spin_arm(set, f, now);
+  f->adapt_ = UVCUDA__ADAPT_PENDING;
+  pending_insert(a, f);
+  return 1;
+}
+
+void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
+  struct uvcuda__queue *q;
+#ifdef __linux__
+  uint64_t ticks;
+  if (read(a->fd, &ticks, sizeof(ticks)) < 0) { /* EAGAIN: not yet due */
+  }
+#endif
+  if (a->timer_at != 0 && now >= a->timer_at) {
+    uint64_t late = now - a->timer_at;
+    if (late > LATE_MAX_NS) late = LATE_MAX_NS;
+    a->late_ns = a->late_ns - a->late_ns / 8 + late / 8;
+    a->stats->prewakes++;
+  }
+  while (!uvcuda__queue_empty(&a->pending)) {
+    uvcuda_future_t *f;
+    q = uvcuda__queue_head(&a->pending);
+    f = future_of(q);
+    if (f->wake_ns_ > now + DUE_SLACK_NS) break;
+    uvcuda__queue_remove(q);
+    uvcuda__queue_insert_tail(&a->hot, q);
+    f->adapt_ = UVCUDA__ADAPT_HOT;
+  }
+  set_timer(a, uvcuda__queue_empty(&a->pending)
+                   ? 0
+                   : future_of(uvcuda__queue_head(&a->pending))->wake_ns_);
+}
+
+void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
+                        uint64_t now) {
+  struct uvcuda__queue *q, *next;
+  for (q = a->hot.next; q != &a->hot; q = next) {
+    uvcuda_future_t *f = future_of(q);
+    next = q->next;
+    if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* being delivered */
+    uvcuda__tl_harvest(set, f->tl_, UVCUDA__SEEN_WAKE);
+    if (f->state_ == UVCUDA_FUTURE_ARMED && now >= f->hot_until_ns_) {
+      /* Not yet: the reactor delivers it, as without a prediction. */
+      uvcuda__queue_remove(q);
+      f->adapt_ = UVCUDA__ADAPT_NONE;
+      a->stats->predict_late++;
+    }
+  }
+}
+
+void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
+                          int status) {
+  int ok = status == 0;
+  switch (f->adapt_) {
+    case UVCUDA__ADAPT_SPIN:
+      if (ok) a->stats->predict_hit++;
+      break;
+    case UVCUDA__ADAPT_PENDING:
+      if (ok) a->stats->predict_early++;
+      uvcuda__queue_remove(&f->pw_node_);
+      if (uvcuda__queue_empty(&a->pending)) set_timer(a, 0);
+      break;
+    case UVCUDA__ADAPT_HOT:
+      if (ok) a->stats->predict_hit++;
+      uvcuda__queue_remove(&f->pw_node_);
+      break;
+    default: break;
+  }
+  f->adapt_ = UVCUDA__ADAPT_NONE;
+}

@@ -1,0 +1,62 @@
+/* Adaptive spin and pre-wake. Per future, at start, its stream's
+ * prediction (predict.h) chooses one of:
+ *   - nothing trusted yet: the fixed spin budget, then arm (as without it);
+ *   - predicted to end within the budget: spin until shortly after the
+ *     predicted end, then arm;
+ *   - predicted to end later: arm at once (the reactor watches it as
+ *     usual) and wake the loop thread `lead` before the predicted end with
+ *     a timerfd, then poll its timeline on the idle handle for a window of
+ *     at most the spin budget. A wrong guess costs nothing but that window:
+ *     the reactor delivers the future as it would have anyway.
+ * libuv timers tick in ms; a timerfd (CLOCK_MONOTONIC, uv_hrtime's clock,
+ * absolute ns) in a uv_poll_t wakes the loop's own epoll within ~µs of the
+ * deadline and needs no other thread. `lead` learns how late the wake-ups
+ * run. Linux only. */
+#ifndef UVCUDA_ADAPT_H
+#define UVCUDA_ADAPT_H
+
+#include <stdint.h>
+
+#include "queue.h"
+#include "spin.h"
+#include "timeline.h"
+
+struct uvcuda__adapt {
+  int on;
+  int fd;             /* timerfd, -1: none */
+  uv_poll_t poll;
+  int poll_on;
+  uint64_t timer_at;  /* the timerfd's expiry, 0: disarmed */
+  uint64_t late_ns;   /* smoothed lateness of a wake-up */
+  struct uvcuda__queue pending; /* PENDING futures by wake time */
+  struct uvcuda__queue hot;     /* HOT futures */
+  uvcuda_stats_t *stats;
+  uv_poll_cb on_timer;
+};
+
+/* loop.c: `on` from the options. The poll handle is the loop's third
+ * handle when on (closed by uvcuda__adapt_close). */
+int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
+                       uvcuda_stats_t *stats, uv_poll_cb on_timer);
+void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb);
+/* From cb: closes the timerfd. */
+void uvcuda__adapt_closed(struct uvcuda__adapt *a);
+/* future.c, after a successful start: 1 if it placed f (spin or arm),
+ * 0 to use the fixed budget. */
+int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
+                        struct uvcuda__tlset *set, uvcuda_future_t *f,
+                        uint64_t budget_ns);
+/* The timer fired (pass.c's poll callback): the futures due become HOT. */
+void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
+/* The idle pass: polls the timelines of HOT futures; ends spent windows. */
+void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
+                        uint64_t now);
+/* f's outcome is being delivered (status) or f closed: counts the
+ * prediction and takes f off the queues. */
+void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
+                          int status);
+static inline int uvcuda__adapt_busy(const struct uvcuda__adapt *a) {
+  return !uvcuda__queue_empty(&a->hot);
+}
+
+#endif

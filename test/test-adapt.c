@@ -1,0 +1,424 @@
+/* Adaptive spin and pre-wake (UVCUDA_OPT_ADAPTIVE), as a user sees it:
+ * the switch and its environment variable, predictions counted in the
+ * stats, and every future still completing once, in stream order, whatever
+ * its prediction did, including closes and faults while a pre-wake is
+ * pending. Facts only: which path served a future depends on timing, so
+ * the cases check counts that hold on any machine (the simulation, a busy
+ * one, valgrind). Latency is measured by bench/ (section adapt). */
+#include "fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int want_real;
+
+static uvcuda_stats_t stats_of(tu_fx_loop_t *e) {
+  uvcuda_stats_t s;
+  TU_OK(uvcuda_loop_stats(&e->ul, &s));
+  return s;
+}
+
+static tu_fx_loop_t *open_adaptive(tu_fx_t *fx, uvcuda_completion_t c,
+                                   uint32_t flags, int spin_us) {
+  uvcuda_options_t o;
+  uvcuda_options_init(&o);
+  o.completion = c;
+  o.flags = flags;
+  o.spin_budget_us = spin_us;
+  return tu_fx_open(fx, &o);
+}
+
+static uvcuda_completion_t strategy_of(void **state) {
+  return ((const tu_fx_spec_t *)tu_fx_prestate(state))->completion;
+}
+
+/* Every prediction that reached an outcome is counted once: a future
+ * given a prediction ends as a hit, early or late, unless it failed or
+ * was cancelled. */
+static void assert_every_prediction_counted(const uvcuda_stats_t *s,
+                                            uint64_t not_ok) {
+  uint64_t sum = s->predict_hit + s->predict_early + s->predict_late;
+  if (sum > s->predicted || sum + not_ok < s->predicted)
+    fail_msg("predicted %llu, hit %llu + early %llu + late %llu (%llu failed "
+             "or cancelled)",
+             (unsigned long long)s->predicted, (unsigned long long)s->predict_hit,
+             (unsigned long long)s->predict_early,
+             (unsigned long long)s->predict_late, (unsigned long long)not_ok);
+}
+
+/* ---- the switch ---- */
+
+static void adaptive_is_off_unless_asked(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  uvcuda_options_t o;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  tu_fx_loop_t *e;
+
+  unsetenv("UVCUDA_ADAPTIVE");
+  e = tu_fx_open(fx, NULL);
+  assert_int_equal(uvcuda_loop_adaptive(&e->ul), 0);
+  tu_fx_close(e);
+  e = open_adaptive(fx, UVCUDA_COMPLETION_AUTO, UVCUDA_OPT_ADAPTIVE, -1);
+  assert_int_not_equal(uvcuda_loop_adaptive(&e->ul), 0);
+  tu_fx_close(e);
+  e = open_adaptive(fx, UVCUDA_COMPLETION_AUTO, UVCUDA_OPT_NO_ADAPTIVE, -1);
+  assert_int_equal(uvcuda_loop_adaptive(&e->ul), 0);
+  tu_fx_close(e);
+
+  /* Both at once, and a bad environment value, are errors. */
+  assert_int_equal(uv_loop_init(&uv), 0);
+  uvcuda_options_init(&o);
+  o.flags = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;
+  assert_int_equal(uvcuda_loop_init(&uv, &ul, &o), UVCUDA_EINVAL);
+  setenv("UVCUDA_ADAPTIVE", "yes", 1);
+  assert_int_equal(uvcuda_loop_init(&uv, &ul, NULL), UVCUDA_EINVAL);
+  /* A flag wins over the environment, which is read only without one. */
+  uvcuda_options_init(&o);
+  o.flags = UVCUDA_OPT_NO_ADAPTIVE;
+  TU_OK(uvcuda_loop_init(&uv, &ul, &o));
+  assert_int_equal(uvcuda_loop_adaptive(&ul), 0);
+  tu_loop_close(&uv, &ul);
+  setenv("UVCUDA_ADAPTIVE", "1", 1);
+  TU_OK(uvcuda_loop_init(&uv, &ul, NULL));
+  assert_int_not_equal(uvcuda_loop_adaptive(&ul), 0);
+  tu_loop_close(&uv, &ul);
+  setenv("UVCUDA_ADAPTIVE", "0", 1);
+  TU_OK(uvcuda_loop_init(&uv, &ul, NULL));
+  assert_int_equal(uvcuda_loop_adaptive(&ul), 0);
+  tu_loop_close(&uv, &ul);
+  unsetenv("UVCUDA_ADAPTIVE");
+  assert_int_equal(uv_loop_close(&uv), 0);
+  assert_int_equal(uvcuda_loop_adaptive(NULL), 0);
+}
+
+/* ---- a chain of futures, one at a time on one stream ---- */
+
+typedef struct {
+  uvcuda_future_t f;
+  CUstream s;
+  uint64_t ns[2]; /* work lengths, alternating */
+  int left, done, errors, started;
+  int close_at; /* close the future in flight at this start (0: never) */
+  int closed;
+} chain_t;
+
+static int op_chain(uvcuda_future_t *f, uvcuda_stream_t s) {
+  chain_t *c = f->data;
+  tu_sleep((CUstream)s, c->ns[c->started % 2]);
+  return 0;
+}
+
+static void on_closed(uvcuda_future_t *f) { ((chain_t *)f->data)->closed++; }
+
+static void chain_next(chain_t *c);
+
+static void on_chain(uvcuda_future_t *f, int status) {
+  chain_t *c = f->data;
+  if (status != 0) c->errors++;
+  c->done++;
+  if (status == 0 && c->left > 0) chain_next(c);
+}
+
+static void chain_next(chain_t *c) {
+  c->left--;
+  c->started++;
+  TU_OK(uvcuda_future_start(&c->f, c->s, op_chain, on_chain));
+  if (c->close_at && c->started == c->close_at)
+    TU_OK(uvcuda_future_close(&c->f, on_closed));
+}
+
+static chain_t *chain_new(tu_fx_t *fx, tu_fx_loop_t *e, int n, uint64_t a,
+                          uint64_t b) {
+  chain_t *c = tu_fx_alloc(fx, sizeof(*c));
+  tu_fx_track(fx, &c->f, 1, sizeof(*c));
+  c->s = tu_stream();
+  c->ns[0] = a;
+  c->ns[1] = b;
+  c->left = n;
+  TU_OK(uvcuda_future_init(&e->ul, &c->f));
+  c->f.data = c;
+  return c;
+}
+
+/* Work of one length, over and over: after a few samples uvcuda predicts
+ * its end, and each prediction comes out as a hit, early or late. */
+static void repeated_work_is_predicted_and_every_prediction_counted(
+    void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e =
+      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, -1);
+  enum { N = 24 };
+  chain_t *c = chain_new(fx, e, N, 5000000, 5000000); /* 5 ms each */
+  uvcuda_stats_t s;
+
+  chain_next(c);
+  tu_run(&e->uv, 30000);
+  assert_int_equal(c->done, N);
+  assert_int_equal(c->errors, 0);
+  s = stats_of(e);
+  assert_int_equal(s.started, N);
+  assert_int_equal(s.completed_spin + s.completed_reactor, N);
+  /* 4 samples before the first prediction; the simulation's 5 ms never
+   * stray by a quarter. */
+  assert_true(s.predicted >= 1);
+  assert_true(s.predicted <= N - 4);
+  assert_every_prediction_counted(&s, 0);
+  assert_true(s.prewakes <= s.predicted);
+  TU_OK(uvcuda_future_close(&c->f, NULL));
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(c->s);
+  tu_fx_close(e);
+}
+
+/* Lengths that differ by 30x never become a trusted prediction: those
+ * futures wait exactly as without the option. */
+static void mixed_lengths_are_not_predicted(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e =
+      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, -1);
+  enum { N = 16 };
+  chain_t *c = chain_new(fx, e, N, 500000, 15000000); /* 0.5 / 15 ms */
+  uvcuda_stats_t s;
+
+  chain_next(c);
+  tu_run(&e->uv, 30000);
+  assert_int_equal(c->done, N);
+  assert_int_equal(c->errors, 0);
+  s = stats_of(e);
+  assert_int_equal(s.predicted, 0);
+  assert_int_equal(s.prewakes, 0);
+  TU_OK(uvcuda_future_close(&c->f, NULL));
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(c->s);
+  tu_fx_close(e);
+}
+
+/* Host functions and POLL keep their own ways: no prediction there. */
+static void hostfn_and_poll_are_left_as_they_are(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  uvcuda_completion_t cs[2] = {UVCUDA_COMPLETION_HOSTFN, UVCUDA_COMPLETION_POLL};
+  int i;
+  for (i = 0; i < 2; i++) {
+    tu_fx_loop_t *e = open_adaptive(fx, cs[i], UVCUDA_OPT_ADAPTIVE, -1);
+    chain_t *c = chain_new(fx, e, 10, 2000000, 2000000);
+    uvcuda_stats_t s;
+    assert_int_not_equal(uvcuda_loop_adaptive(&e->ul), 0);
+    chain_next(c);
+    tu_run(&e->uv, 30000);
+    assert_int_equal(c->done, 10);
+    assert_int_equal(c->errors, 0);
+    s = stats_of(e);
+    assert_int_equal(s.predicted, 0);
+    TU_OK(uvcuda_future_close(&c->f, NULL));
+    tu_run(&e->uv, 5000);
+    tu_stream_destroy(c->s);
+    tu_fx_close(e);
+  }
+}
+
+/* A future closed while its pre-wake is pending (or its window is open):
+ * its cancellation callback and close callback run once each, the timer
+ * does not keep the loop alive, and the loop closes. */
+static void a_future_closed_while_predicted_closes_cleanly(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e =
+      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, -1);
+  enum { N = 12 };
+  chain_t *c = chain_new(fx, e, N, 5000000, 5000000);
+  uvcuda_stats_t s;
+
+  c->close_at = N; /* the last start, predicted by then */
+  chain_next(c);
+  tu_run(&e->uv, 30000);
+  assert_int_equal(c->done, N);
+  assert_int_equal(c->errors, 1); /* the last: UVCUDA_ECANCELED */
+  assert_int_equal(c->closed, 1);
+  s = stats_of(e);
+  assert_int_equal(s.cancelled, 1);
+  assert_every_prediction_counted(&s, 1);
+  tu_stream_destroy(c->s);
+  tu_fx_close(e); /* asserts the loop closes with nothing left on it */
+}
+
+/* Several futures queued on one stream: predictions chain from the one
+ * ahead; callbacks still come once each, in stream order. */
+typedef struct {
+  int next, misorder, calls, errors;
+} order_t;
+
+static order_t g_order;
+
+static void on_ordered(uvcuda_future_t *f, int status) {
+  int i = (int)(intptr_t)f->data;
+  if (status != 0) g_order.errors++;
+  if (i != g_order.next) g_order.misorder++;
+  g_order.next = i + 1;
+  g_order.calls++;
+}
+
+static int op_3ms(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  tu_sleep((CUstream)s, 3000000);
+  return 0;
+}
+
+static void queued_futures_keep_stream_order(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e =
+      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, -1);
+  enum { ROUNDS = 6, PER = 4 };
+  uvcuda_future_t *f = tu_fx_futures(fx, PER);
+  CUstream s = tu_stream();
+  uvcuda_stats_t st;
+  int r, i;
+
+  memset(&g_order, 0, sizeof(g_order));
+  for (i = 0; i < PER; i++) TU_OK(uvcuda_future_init(&e->ul, &f[i]));
+  for (r = 0; r < ROUNDS; r++) {
+    for (i = 0; i < PER; i++) {
+      f[i].data = (void *)(intptr_t)(r * PER + i);
+      TU_OK(uvcuda_future_start(&f[i], s, op_3ms, on_ordered));
+    }
+    tu_run(&e->uv, 30000);
+  }
+  assert_int_equal(g_order.calls, ROUNDS * PER);
+  assert_int_equal(g_order.misorder, 0);
+  assert_int_equal(g_order.errors, 0);
+  st = stats_of(e);
+  assert_every_prediction_counted(&st, 0);
+  for (i = 0; i < PER; i++) TU_OK(uvcuda_future_close(&f[i], NULL));
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(s);
+  tu_fx_close(e);
+}
+
+/* A fault while a predicted future waits for its pre-wake: it fails with
+ * the CUDA error like any armed future (the reactor's probe), and the
+ * timer is dropped. In a child, before this process touches the driver:
+ * the fault is sticky. */
+typedef struct {
+  volatile int calls;
+  int status;
+} fstat_t;
+
+static void on_fstat(uvcuda_future_t *f, int status) {
+  fstat_t *r = f->data;
+  r->calls++;
+  r->status = status;
+}
+
+static int fault_child(void *arg) {
+  uvcuda_completion_t c = *(uvcuda_completion_t *)arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t f;
+  fstat_t r;
+  CUstream s, fs;
+  uvcuda_stats_t st;
+  int n;
+
+  if (tu_setup(want_real) != 0) return 77;
+  uvcuda_options_init(&o);
+  o.completion = c;
+  o.flags = UVCUDA_OPT_ADAPTIVE;
+  if (uv_loop_init(&uv) != 0 || uvcuda_loop_init(&uv, &ul, &o) != 0) return 3;
+  s = tu_stream();
+  fs = tu_stream();
+  if (uvcuda_future_init(&ul, &f) != 0) return 4;
+  f.data = &r;
+  /* Teach the stream 20 ms work... */
+  for (n = 0; n < 6; n++) {
+    memset(&r, 0, sizeof(r));
+    tu_sleep(s, 20000000);
+    if (uvcuda_future_start(&f, s, NULL, on_fstat) != 0) return 5;
+    if (tu_run_bounded(&uv, 10000) != 0 || r.calls != 1 || r.status != 0)
+      return 6;
+  }
+  /* ...then one more, predicted, and a fault while it waits. */
+  memset(&r, 0, sizeof(r));
+  tu_sleep(s, 20000000);
+  if (uvcuda_future_start(&f, s, NULL, on_fstat) != 0) return 7;
+  if (uvcuda_loop_stats(&ul, &st) != 0 || st.predicted == 0) return 8;
+  tu_fault(fs);
+  if (tu_run_bounded(&uv, 10000) != 0) return 9;
+  if (r.calls != 1) return 10;
+  if (r.status != UVCUDA_ECUDA(CUDA_ERROR_ILLEGAL_ADDRESS)) return 11;
+  uvcuda_future_close(&f, NULL);
+  if (tu_run_bounded(&uv, 5000) != 0) return 12;
+  if (uvcuda_loop_close(&ul, NULL) != 0) return 13;
+  if (tu_run_bounded(&uv, 5000) != 0 || uv_loop_close(&uv) != 0) return 14;
+  return 0;
+}
+
+static void a_fault_fails_a_future_waiting_for_its_prewake(void **state) {
+  uvcuda_completion_t c = *(const uvcuda_completion_t *)*state;
+  int rc = tu_in_child(fault_child, &c);
+  if (rc == 77) skip();
+  if (rc != 0) fail_msg("child exit %d (see the checks in fault_child)", rc);
+}
+
+/* spin_ns counts the loop thread's spin time, adaptive or not. */
+static void spin_time_is_counted(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e =
+      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_NO_ADAPTIVE, 2000);
+  chain_t *c = chain_new(fx, e, 3, 20000000, 20000000); /* past the budget */
+  uvcuda_stats_t s;
+  uint64_t t0 = tu_now_ns(), wall;
+
+  chain_next(c);
+  tu_run(&e->uv, 30000);
+  wall = tu_now_ns() - t0;
+  assert_int_equal(c->done, 3);
+  s = stats_of(e);
+  assert_true(s.spin_ns > 0);
+  assert_true(s.spin_ns <= wall);
+  assert_int_equal(s.predicted, 0);
+  TU_OK(uvcuda_future_close(&c->f, NULL));
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(c->s);
+  tu_fx_close(e);
+}
+
+#define CASE(fn, c)                                                         \
+  cmocka_unit_test_prestate_setup_teardown(fn, tu_fx_setup, tu_fx_teardown, \
+                                           (&(tu_fx_spec_t){c, -1}))
+#define CASES(c)                                                         \
+  CASE(repeated_work_is_predicted_and_every_prediction_counted, c),      \
+      CASE(mixed_lengths_are_not_predicted, c),                          \
+      CASE(a_future_closed_while_predicted_closes_cleanly, c),           \
+      CASE(queued_futures_keep_stream_order, c),                         \
+      CASE(spin_time_is_counted, c)
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest common[] = {
+      CASE(adaptive_is_off_unless_asked, UVCUDA_COMPLETION_AUTO),
+      CASE(hostfn_and_poll_are_left_as_they_are, UVCUDA_COMPLETION_AUTO),
+  };
+  const struct CMUnitTest auto_tests[] = {CASES(UVCUDA_COMPLETION_AUTO)};
+  const struct CMUnitTest reactor_tests[] = {CASES(UVCUDA_COMPLETION_REACTOR)};
+  int rc, fails = 0;
+
+  static const uvcuda_completion_t fault_auto = UVCUDA_COMPLETION_AUTO,
+                                   fault_reactor = UVCUDA_COMPLETION_REACTOR;
+  const struct CMUnitTest fault_tests[] = {
+      cmocka_unit_test_prestate(a_fault_fails_a_future_waiting_for_its_prewake,
+                                (void *)&fault_auto),
+      cmocka_unit_test_prestate(a_fault_fails_a_future_waiting_for_its_prewake,
+                                (void *)&fault_reactor),
+  };
+
+  want_real = argc > 1 && strcmp(argv[1], "--gpu") == 0;
+  /* Faults first, in children, before this process touches the driver. */
+  fails += cmocka_run_group_tests_name("adapt/fault", fault_tests, NULL, NULL);
+  rc = tu_setup(want_real);
+  if (rc != 0) return rc;
+  fails += cmocka_run_group_tests_name("adapt", common, NULL, NULL);
+  fails += cmocka_run_group_tests_name("adapt/auto", auto_tests, NULL, NULL);
+  fails += cmocka_run_group_tests_name("adapt/reactor", reactor_tests, NULL, NULL);
+  tu_teardown();
+  return fails ? 1 : 0;
+}
