@@ -17,6 +17,7 @@
 #define LATE_INIT_NS (20u * US) /* a sleeping loop's wake-up, before one is seen */
 #define LATE_MAX_NS (200u * US) /* a stalled loop must not teach a huge lead */
 #define DUE_SLACK_NS (1u * US)  /* wake-ups this close together share one */
+#define WINDOW_MAX_NS (200u * US) /* the longest a pre-woken loop spins */
 
 int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
                        uvcuda_stats_t *stats, uv_poll_cb on_timer) {
@@ -92,7 +93,7 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         uint64_t budget_ns) {
   struct uvcuda__timeline *tl = f->tl_;
   struct uvcuda__predict *p = &tl->pred;
-  uint64_t now = f->start_ns_, base, end, margin, lead;
+  uint64_t now = f->start_ns_, base, end, margin, lead, window;
 
   f->adapt_ = UVCUDA__ADAPT_NONE;
   if (!a->on || budget_ns == 0 || tl->mode == UVCUDA__TL_HOSTFN ||
@@ -117,13 +118,17 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
     uvcuda__spin_add(sp, f, end + margin);
     return 1;
   }
-  /* Beyond it: armed now, woken `lead` before the end. The window after
-   * the wake-up is at most the spin budget. */
-  lead = a->late_ns + p->dev_ns + 2 * US;
+  /* Beyond it: armed now, woken `lead` before the end (the wake-up's
+   * own lateness plus two deviations), polled until `margin` after it.
+   * The window from the expected wake-up is at most the spin budget plus
+   * four deviations, and never over WINDOW_MAX_NS. */
+  lead = a->late_ns + 2 * p->dev_ns + 2 * US;
   f->wake_ns_ = end > now + lead ? end - lead : now;
   f->hot_until_ns_ = end + margin;
-  if (f->hot_until_ns_ > f->wake_ns_ + a->late_ns + budget_ns)
-    f->hot_until_ns_ = f->wake_ns_ + a->late_ns + budget_ns;
+  window = budget_ns + 4 * p->dev_ns;
+  if (window > WINDOW_MAX_NS) window = WINDOW_MAX_NS;
+  if (f->hot_until_ns_ > f->wake_ns_ + a->late_ns + window)
+    f->hot_until_ns_ = f->wake_ns_ + a->late_ns + window;
   uvcuda__spin_arm(set, f, now);
   f->adapt_ = UVCUDA__ADAPT_PENDING;
   pending_insert(a, f);
@@ -148,9 +153,9 @@ void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
     q = uvcuda__queue_head(&a->pending);
     f = future_of(q);
     if (f->wake_ns_ > now + DUE_SLACK_NS) break;
+    /* Still PENDING until the first poll: done by then is "early". */
     uvcuda__queue_remove(q);
     uvcuda__queue_insert_tail(&a->hot, q);
-    f->adapt_ = UVCUDA__ADAPT_HOT;
   }
   set_timer(a, uvcuda__queue_empty(&a->pending)
                    ? 0
@@ -165,7 +170,9 @@ void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
     next = q->next;
     if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* being delivered */
     uvcuda__tl_harvest(set, f->tl_, UVCUDA__SEEN_WAKE);
-    if (f->state_ == UVCUDA_FUTURE_ARMED && now >= f->hot_until_ns_) {
+    if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* done: forget counts it */
+    f->adapt_ = UVCUDA__ADAPT_HOT; /* polled and not yet done: spinning for it */
+    if (now >= f->hot_until_ns_) {
       /* Not yet: the reactor delivers it, as without a prediction. */
       uvcuda__queue_remove(q);
       f->adapt_ = UVCUDA__ADAPT_NONE;

@@ -253,7 +253,16 @@ static void learn(struct uvcuda__timeline *tl, uvcuda_future_t *f,
                   uint64_t seen) {
   struct uvcuda__predict *p = &tl->pred;
   uint64_t from = f->start_ns_ > p->last_ns ? f->start_ns_ : p->last_ns;
-  if (seen > from) uvcuda__predict_add(p, seen - from);
+  uint64_t d = seen > from ? seen - from : 0;
+  /* Done before the loop was there to see it: `seen` is only a bound (a
+   * sleeping reactor's, or the wake-up's), so the estimate moves earlier
+   * by a deviation instead of later. */
+  if (f->adapt_ == UVCUDA__ADAPT_PENDING && p->n > 0) {
+    uint64_t step = p->dev_ns > 2000u ? p->dev_ns : 2000u;
+    d = d < p->mean_ns ? d : p->mean_ns;
+    d = d > step ? d - step : 0;
+  }
+  if (d > 0) uvcuda__predict_add(p, d);
   p->last_ns = seen;
 }
 
