@@ -93,23 +93,22 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         uint64_t budget_ns) {
   struct uvcuda__timeline *tl = f->tl_;
   struct uvcuda__predict *p = &tl->pred;
-  uint64_t now = f->start_ns_, base, end, margin, lead, window;
+  uint64_t now = f->start_ns_, end, margin, lead, window;
 
   f->adapt_ = UVCUDA__ADAPT_NONE;
   if (!a->on || budget_ns == 0 || tl->mode == UVCUDA__TL_HOSTFN ||
       set->completion == UVCUDA_COMPLETION_POLL)
     return 0;
-  /* Alone on its stream it starts now; behind others, when the newest
-   * of them is predicted to end (unknown if that one had no prediction). */
-  base = uvcuda__queue_head(&tl->futures) == &f->tl_node_ ? now : p->tail_ns;
-  if (base == 0 || !uvcuda__predict_trusted(p)) {
-    p->tail_ns = 0;
+  /* Only a future alone on its stream: one queued behind others ends when
+   * they do, and a loop with work queued on its streams rarely sleeps
+   * (predicting every future of the example server, 1,024 in flight, cost
+   * it 17 % of its requests/s on the H200; docs/benchmarks.md, run 11). */
+  if (uvcuda__queue_head(&tl->futures) != &f->tl_node_ ||
+      uvcuda__queue_last(&tl->futures) != &f->tl_node_ ||
+      !uvcuda__predict_trusted(p))
     return 0;
-  }
-  if (base < now) base = now;
-  end = base + p->mean_ns;
+  end = now + p->mean_ns;
   margin = 2 * p->dev_ns + 2 * US;
-  p->tail_ns = end;
   f->pred_end_ns_ = end;
   a->stats->predicted++;
   if (end + margin <= now + budget_ns) {

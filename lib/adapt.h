@@ -1,13 +1,15 @@
 /* Adaptive spin and pre-wake. Per future, at start, its stream's
  * prediction (predict.h) chooses one of:
- *   - nothing trusted yet: the fixed spin budget, then arm (as without it);
+ *   - nothing trusted yet, or queued behind other futures of its stream:
+ *     the fixed spin budget, then arm (as without it);
  *   - predicted to end within the budget: spin until shortly after the
  *     predicted end, then arm;
  *   - predicted to end later: arm at once (the reactor watches it as
  *     usual) and wake the loop thread `lead` before the predicted end with
  *     a timerfd, then poll its timeline on the idle handle for a window of
- *     at most the spin budget. A wrong guess costs nothing but that window:
- *     the reactor delivers the future as it would have anyway.
+ *     at most the spin budget plus four deviations (200 µs at most). A
+ *     wrong guess costs nothing but that window: the reactor delivers the
+ *     future as it would have anyway.
  * libuv timers tick in ms; a timerfd (CLOCK_MONOTONIC, uv_hrtime's clock,
  * absolute ns) in a uv_poll_t wakes the loop's own epoll within ~µs of the
  * deadline and needs no other thread. `lead` learns how late the wake-ups

@@ -19,7 +19,6 @@ struct uvcuda__predict {
   uint32_t n;        /* samples taken (saturates) */
   uint64_t mean_ns;  /* smoothed start -> done */
   uint64_t dev_ns;   /* smoothed |sample - mean| */
-  uint64_t tail_ns;  /* predicted end of the newest pending future, or 0 */
   uint64_t last_ns;  /* when its previous future was seen done */
 };
 

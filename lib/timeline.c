@@ -77,7 +77,6 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
   if (set->adaptive) {
     struct uvcuda__predict_slot *k = &set->learnt[id % UVCUDA__PREDICT_SLOTS];
     if (k->stream_id == id) tl->pred = k->p;
-    tl->pred.tail_ns = 0;
   }
   set->stats->timelines = set->streams.n;
   *out = tl;
@@ -297,7 +296,6 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
   tl->seen_ns = 0;
   if (n > 0) {
     if (set->adaptive && seen) tl->pred.last_ns = seen;
-    if (uvcuda__queue_empty(&tl->futures)) tl->pred.tail_ns = 0;
     uvcuda__tl_touch(set, tl);
   }
   return n;
