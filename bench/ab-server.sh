@@ -32,7 +32,8 @@ for r in $(seq 1 "$ROUNDS"); do
       --ping-interval-us 1000 --timeout-s 11 --label "$tag" --op mix --size 4096 --quiet 2>&1 | grep '^RESULT')
     kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
     busy=$(grep -o 'busy under load [0-9.]*%' "$TMP/s.err")
-    echo "round $r $tag ($comp, $lib): ${res:-no result} [$busy]" | tee -a "$OUT/ab-server.txt"
+    adapt=$(grep -o 'adaptive: [0-9]* predicted[^;]*' "$TMP/s.err")
+    echo "round $r $tag ($comp, $lib): ${res:-no result} [$busy${adapt:+; $adapt}]" | tee -a "$OUT/ab-server.txt"
   done
 done
 rm -rf "$TMP"

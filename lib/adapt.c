@@ -90,7 +90,7 @@ static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
 
 int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         struct uvcuda__tlset *set, uvcuda_future_t *f,
-                        uint64_t budget_ns) {
+                        uint64_t budget_ns, int alone) {
   struct uvcuda__timeline *tl = f->tl_;
   struct uvcuda__predict *p = &tl->pred;
   uint64_t now = f->start_ns_, end, margin, lead, window;
@@ -99,14 +99,12 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
   if (!a->on || budget_ns == 0 || tl->mode == UVCUDA__TL_HOSTFN ||
       set->completion == UVCUDA_COMPLETION_POLL)
     return 0;
-  /* Only a future alone on its stream: one queued behind others ends when
-   * they do, and a loop with work queued on its streams rarely sleeps
-   * (predicting every future of the example server, 1,024 in flight, cost
-   * it 17 % of its requests/s on the H200; docs/benchmarks.md, run 11). */
-  if (uvcuda__queue_head(&tl->futures) != &f->tl_node_ ||
-      uvcuda__queue_last(&tl->futures) != &f->tl_node_ ||
-      !uvcuda__predict_trusted(p))
-    return 0;
+  /* Only the loop's one pending future: a loop with other work pending
+   * rarely sleeps, so a pre-wake saves it nothing, and its late harvests
+   * teach late predictions that skip the spin that would have caught the
+   * work (predicting the example server's futures cost it 12-20 % of its
+   * requests/s on the H200; docs/benchmarks.md, run 11). */
+  if (!alone || !uvcuda__predict_trusted(p)) return 0;
   end = now + p->mean_ns;
   margin = 2 * p->dev_ns + 2 * US;
   f->pred_end_ns_ = end;

@@ -1,7 +1,7 @@
 /* Adaptive spin and pre-wake. Per future, at start, its stream's
  * prediction (predict.h) chooses one of:
- *   - nothing trusted yet, or queued behind other futures of its stream:
- *     the fixed spin budget, then arm (as without it);
+ *   - nothing trusted yet, or other futures pending on the loop: the
+ *     fixed spin budget, then arm (as without it);
  *   - predicted to end within the budget: spin until shortly after the
  *     predicted end, then arm;
  *   - predicted to end later: arm at once (the reactor watches it as
@@ -43,11 +43,11 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
 void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb);
 /* From cb: closes the timerfd. */
 void uvcuda__adapt_closed(struct uvcuda__adapt *a);
-/* future.c, after a successful start: 1 if it placed f (spin or arm),
- * 0 to use the fixed budget. */
+/* future.c, after a successful start (alone: f is the loop's only pending
+ * future): 1 if it placed f (spin or arm), 0 to use the fixed budget. */
 int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         struct uvcuda__tlset *set, uvcuda_future_t *f,
-                        uint64_t budget_ns);
+                        uint64_t budget_ns, int alone);
 /* The timer fired (pass.c's poll callback): the futures due become HOT. */
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */

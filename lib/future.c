@@ -107,7 +107,7 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
     now = (l->opts.flags & UVCUDA_OPT_TIMING) ? uv_hrtime() : f->start_ns_;
     if (l->opts.flags & UVCUDA_OPT_TIMING) f->enqueued_ns_ = now;
     if (uvcuda__adapt_start(&l->adapt, &l->spin, &l->tls, f,
-                            l->opts.spin_budget_ns)) {
+                            l->opts.spin_budget_ns, l->nactive == 1)) {
       if (f->state_ == UVCUDA_FUTURE_ARMED) uvcuda__loop_settle(l);
     } else if (l->opts.spin_budget_ns > 0) {
       uvcuda__spin_add(&l->spin, f, f->start_ns_ + l->opts.spin_budget_ns);

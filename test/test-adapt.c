@@ -242,8 +242,8 @@ static void a_future_closed_while_predicted_closes_cleanly(void **state) {
   tu_fx_close(e); /* asserts the loop closes with nothing left on it */
 }
 
-/* Several futures queued on one stream (only one alone on it is ever
- * predicted): callbacks still come once each, in stream order. */
+/* Several futures queued on one stream (only a loop's one pending future
+ * is ever predicted): callbacks still come once each, in stream order. */
 typedef struct {
   int next, misorder, calls, errors;
 } order_t;

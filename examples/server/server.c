@@ -212,6 +212,7 @@ static struct {
   uv_loop_t *loop;
   uvcuda_loop_t ul;
   int ul_ready;
+  uvcuda_stats_t ul_stats; /* taken at close, printed at exit */
   uv_tcp_t listener;
   int listening;
   uv_signal_t sig_int, sig_term;
@@ -1027,9 +1028,14 @@ static void on_ul_closed(uvcuda_loop_t *ul) {
   S.ul_ready = 0;
 }
 
+static void close_ul(void) {
+  uvcuda_loop_stats(&S.ul, &S.ul_stats);
+  uvcuda_loop_close(&S.ul, on_ul_closed);
+}
+
 static void on_fut_closed(uvcuda_future_t *f) {
   (void)f;
-  if (--S.futures_open == 0) uvcuda_loop_close(&S.ul, on_ul_closed);
+  if (--S.futures_open == 0) close_ul();
 }
 
 /* Every connection is closed and no slot is busy: close our handles; uv_run
@@ -1051,7 +1057,7 @@ static void teardown(void) {
     S.futures_open = 1;
     for (i = 0; i < S.nslots; i++)
       if (uvcuda_future_close(&S.slots[i].fut, on_fut_closed) == 0) S.futures_open++;
-    if (--S.futures_open == 0) uvcuda_loop_close(&S.ul, on_ul_closed);
+    if (--S.futures_open == 0) close_ul();
   }
 }
 
@@ -1477,5 +1483,22 @@ int main(int argc, char **argv) {
           (unsigned long long)S.dropped_after_signal,
           S.forced ? ", connections forced closed" : "",
           S.t_drain ? (double)(uv_hrtime() - S.t_drain) / 1e6 : 0.0);
+  if (S.ul_stats.started > 0)
+    fprintf(stderr,
+            "uvcuda-server: futures: %llu started, %llu seen spinning, %llu by "
+            "the reactor, %llu by host functions; %llu reactor wakeups; "
+            "adaptive: %llu predicted (%llu hit, %llu early, %llu late), %llu "
+            "pre-wakes; %.1f ms spinning\n",
+            (unsigned long long)S.ul_stats.started,
+            (unsigned long long)S.ul_stats.completed_spin,
+            (unsigned long long)S.ul_stats.completed_reactor,
+            (unsigned long long)S.ul_stats.completed_hostfn,
+            (unsigned long long)S.ul_stats.reactor_wakeups,
+            (unsigned long long)S.ul_stats.predicted,
+            (unsigned long long)S.ul_stats.predict_hit,
+            (unsigned long long)S.ul_stats.predict_early,
+            (unsigned long long)S.ul_stats.predict_late,
+            (unsigned long long)S.ul_stats.prewakes,
+            (double)S.ul_stats.spin_ns / 1e6);
   return S.forced || err ? 1 : 0;
 }
