@@ -217,6 +217,9 @@ static int ctx_up(struct fz *z) {
   z->strategy = strategies[rnd(z) % 4];
   o.completion = z->strategy;
   o.spin_budget_us = (int32_t)(rnd(z) % 3) * 10;
+  /* Adaptive spin on half the loops: predictions, pre-wake timers and
+   * windows meet closes, destroys and faults too. */
+  o.flags = rnd(z) % 2 ? UVCUDA_OPT_ADAPTIVE : UVCUDA_OPT_NO_ADAPTIVE;
   if (uvcuda_loop_init(&z->uv, &z->ul, &o) != 0) return -1;
   z->ul_up = 1;
   z->ul_closing = 0;
