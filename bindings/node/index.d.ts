@@ -93,6 +93,8 @@ export interface ConfigureOptions {
   probeIntervalUs?: number;
   /** Record start -> callback latencies in stats().latencyHistogram. */
   latencyHistogram?: boolean;
+  /** Adaptive spin and pre-wake (default: $UVCUDA_ADAPTIVE, else off). */
+  adaptive?: boolean;
 }
 
 export interface Stats {
@@ -110,6 +112,15 @@ export interface Stats {
   hostfnWakeups: number;
   faults: number;
   timelines: number;
+  /** Adaptive spin and pre-wake: on or off, and its counters. */
+  adaptive: boolean;
+  predicted: number;
+  predictHit: number;
+  predictEarly: number;
+  predictLate: number;
+  prewakes: number;
+  /** ns the loop thread spent spinning (with or without adaptive). */
+  spinNs: number;
   /** Promises of this env not yet settled. */
   pending: number;
   awaited: number;

@@ -449,6 +449,13 @@ static napi_value js_configure(napi_env env, napi_callback_info info) {
       return throw_type(env, "options.latencyHistogram must be a boolean");
     if (b) o.flags |= UVCUDA_OPT_LATENCY_HISTOGRAM;
   }
+  napi_has_named_property(env, argv[0], "adaptive", &has);
+  if (has) {
+    napi_get_named_property(env, argv[0], "adaptive", &v);
+    if (napi_get_value_bool(env, v, &b) != napi_ok)
+      return throw_type(env, "options.adaptive must be a boolean");
+    o.flags |= b ? UVCUDA_OPT_ADAPTIVE : UVCUDA_OPT_NO_ADAPTIVE;
+  }
   if (uvcuda_napi_configure(env, &o) != napi_ok) return NULL;
   return NULL;
 }
@@ -480,6 +487,14 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   set_num(env, o, "hostfnWakeups", (double)s.hostfn_wakeups);
   set_num(env, o, "faults", (double)s.faults);
   set_num(env, o, "timelines", (double)s.timelines);
+  napi_get_boolean(env, uvcuda_loop_adaptive(ul) != 0, &n);
+  napi_set_named_property(env, o, "adaptive", n);
+  set_num(env, o, "predicted", (double)s.predicted);
+  set_num(env, o, "predictHit", (double)s.predict_hit);
+  set_num(env, o, "predictEarly", (double)s.predict_early);
+  set_num(env, o, "predictLate", (double)s.predict_late);
+  set_num(env, o, "prewakes", (double)s.prewakes);
+  set_num(env, o, "spinNs", (double)s.spin_ns);
   set_num(env, o, "pending", (double)ns.pending);
   set_num(env, o, "awaited", (double)ns.awaited);
   set_num(env, o, "resolved", (double)ns.resolved);

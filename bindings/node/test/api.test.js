@@ -331,6 +331,29 @@ test('each completion strategy gives the right bytes', async () => {
   }
 });
 
+test('configure({ adaptive }) predicts repeated work, one await at a time', async () => {
+  const res = await runChild(`
+    uvcuda.configure({ adaptive: true });
+    const k = common.setup();
+    const s = k.dev.createStream();
+    (async () => {
+      for (let i = 0; i < 12; i++) await s.launch(k.sleep, 1, 1, [5_000_000n]); // 5 ms each
+      const st = uvcuda.stats();
+      console.log(JSON.stringify({ adaptive: st.adaptive, predicted: st.predicted > 0,
+        counted: st.predictHit + st.predictEarly + st.predictLate === st.predicted,
+        done: st.completedSpin + st.completedReactor }));
+    })();`);
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), { adaptive: true, predicted: true, counted: true, done: 12 });
+  const off = await runChild(`
+    const k = common.setup();
+    const st = uvcuda.stats();
+    console.log(JSON.stringify({ adaptive: st.adaptive, predicted: st.predicted }));`,
+  { env: { UVCUDA_ADAPTIVE: '' } });
+  assert.equal(off.status, 0, off.stderr);
+  assert.deepEqual(lastJson(off), { adaptive: false, predicted: 0 });
+});
+
 test('memops refused: auto falls back to host functions', async () => {
   const res = await runChild(`
     const k = common.setup();

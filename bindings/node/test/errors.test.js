@@ -136,6 +136,7 @@ test('stream handles and fence arguments', async () => {
   await rejects(() => uvcuda.fence(2n), typeError);
   assert.throws(() => uvcuda.configure({ completion: 'nope' }), rangeError);
   assert.throws(() => uvcuda.configure(1), typeError);
+  assert.throws(() => uvcuda.configure({ adaptive: 'yes' }), typeError);
   uvcuda.stats(); // creates this env's loop context, if not yet there
   assert.throws(() => uvcuda.configure({ completion: 'hostfn' }),
     { code: 'EBUSY' }); // UVCUDA_EBUSY is libuv's: too late once the context exists
