@@ -14,7 +14,8 @@
 #define future_of(q) uvcuda__queue_data(q, uvcuda_future_t, pw_node_)
 
 #define US 1000u
-#define LATE_INIT_NS (20u * US) /* a sleeping loop's wake-up, before one is seen */
+#define LATE_INIT_NS \
+  (20u * US) /* a sleeping loop's wake-up, before one is seen */
 #define LATE_MAX_NS (200u * US) /* a stalled loop must not teach a huge lead */
 #define DUE_SLACK_NS (1u * US)  /* wake-ups this close together share one */
 #define WINDOW_MAX_NS (200u * US) /* the longest a pre-woken loop spins */
@@ -168,7 +169,8 @@ void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
     if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* being delivered */
     uvcuda__tl_harvest(set, f->tl_, UVCUDA__SEEN_WAKE);
     if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* done: forget counts it */
-    f->adapt_ = UVCUDA__ADAPT_HOT; /* polled and not yet done: spinning for it */
+    f->adapt_ =
+        UVCUDA__ADAPT_HOT; /* polled and not yet done: spinning for it */
     if (now >= f->hot_until_ns_) {
       /* Not yet: the reactor delivers it, as without a prediction. */
       uvcuda__queue_remove(q);

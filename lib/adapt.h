@@ -25,11 +25,11 @@
 
 struct uvcuda__adapt {
   int on;
-  int fd;             /* timerfd, -1: none */
+  int fd; /* timerfd, -1: none */
   uv_poll_t poll;
   int poll_on;
-  uint64_t timer_at;  /* the timerfd's expiry, 0: disarmed */
-  uint64_t late_ns;   /* smoothed lateness of a wake-up */
+  uint64_t timer_at;            /* the timerfd's expiry, 0: disarmed */
+  uint64_t late_ns;             /* smoothed lateness of a wake-up */
   struct uvcuda__queue pending; /* PENDING futures by wake time */
   struct uvcuda__queue hot;     /* HOT futures */
   uvcuda_stats_t *stats;

@@ -17,8 +17,7 @@ void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
   int want_idle, want_ref;
   if (l->port == NULL) return; /* closing: the handles are being closed */
   want_idle = uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
-              !uvcuda__queue_empty(&l->dq) ||
-              !uvcuda__queue_empty(&l->cq) ||
+              !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
               (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
   if (want_idle != l->idle_on) {
     l->idle_on = want_idle;

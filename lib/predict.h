@@ -16,10 +16,10 @@
 #define UVCUDA__ADAPT_HOT 3     /* woken: the loop polls it */
 
 struct uvcuda__predict {
-  uint32_t n;        /* samples taken (saturates) */
-  uint64_t mean_ns;  /* smoothed start -> done */
-  uint64_t dev_ns;   /* smoothed |sample - mean| */
-  uint64_t last_ns;  /* when its previous future was seen done */
+  uint32_t n;       /* samples taken (saturates) */
+  uint64_t mean_ns; /* smoothed start -> done */
+  uint64_t dev_ns;  /* smoothed |sample - mean| */
+  uint64_t last_ns; /* when its previous future was seen done */
 };
 
 static inline void uvcuda__predict_add(struct uvcuda__predict *p,
@@ -28,9 +28,11 @@ static inline void uvcuda__predict_add(struct uvcuda__predict *p,
     p->mean_ns = sample;
     p->dev_ns = sample / 2;
   } else {
-    uint64_t err = sample > p->mean_ns ? sample - p->mean_ns : p->mean_ns - sample;
+    uint64_t err =
+        sample > p->mean_ns ? sample - p->mean_ns : p->mean_ns - sample;
     p->dev_ns = p->dev_ns - p->dev_ns / 4 + err / 4;
-    p->mean_ns = sample > p->mean_ns ? p->mean_ns + err / 8 : p->mean_ns - err / 8;
+    p->mean_ns =
+        sample > p->mean_ns ? p->mean_ns + err / 8 : p->mean_ns - err / 8;
   }
   if (p->n < UINT32_MAX) p->n++;
 }
