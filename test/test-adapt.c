@@ -142,6 +142,23 @@ static chain_t *chain_new(tu_fx_t *fx, tu_fx_loop_t *e, int n, uint64_t a,
   return c;
 }
 
+/* Runs the chain to its end on e's loop: every callback, none failed. */
+static uvcuda_stats_t chain_run(tu_fx_loop_t *e, chain_t *c, int n) {
+  chain_next(c);
+  tu_run(&e->uv, 30000);
+  assert_int_equal(c->done, n);
+  assert_int_equal(c->errors, 0);
+  return stats_of(e);
+}
+
+/* Closes the chain's future, its stream and the loop. */
+static void chain_end(tu_fx_loop_t *e, chain_t *c) {
+  TU_OK(uvcuda_future_close(&c->f, NULL));
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(c->s);
+  tu_fx_close(e);
+}
+
 /* Work of one length, over and over: after a few samples uvcuda predicts
  * its end, and each prediction comes out as a hit, early or late. */
 static void repeated_work_is_predicted_and_every_prediction_counted(
@@ -153,11 +170,7 @@ static void repeated_work_is_predicted_and_every_prediction_counted(
   chain_t *c = chain_new(fx, e, N, 5000000, 5000000); /* 5 ms each */
   uvcuda_stats_t s;
 
-  chain_next(c);
-  tu_run(&e->uv, 30000);
-  assert_int_equal(c->done, N);
-  assert_int_equal(c->errors, 0);
-  s = stats_of(e);
+  s = chain_run(e, c, N);
   assert_int_equal(s.started, N);
   assert_int_equal(s.completed_spin + s.completed_reactor, N);
   /* 4 samples before the first prediction; the simulation's 5 ms never
@@ -166,10 +179,7 @@ static void repeated_work_is_predicted_and_every_prediction_counted(
   assert_true(s.predicted <= N - 4);
   assert_every_prediction_counted(&s, 0);
   assert_true(s.prewakes <= s.predicted);
-  TU_OK(uvcuda_future_close(&c->f, NULL));
-  tu_run(&e->uv, 5000);
-  tu_stream_destroy(c->s);
-  tu_fx_close(e);
+  chain_end(e, c);
 }
 
 /* Lengths that differ by 30x never become a trusted prediction: those
@@ -182,17 +192,10 @@ static void mixed_lengths_are_not_predicted(void **state) {
   chain_t *c = chain_new(fx, e, N, 500000, 15000000); /* 0.5 / 15 ms */
   uvcuda_stats_t s;
 
-  chain_next(c);
-  tu_run(&e->uv, 30000);
-  assert_int_equal(c->done, N);
-  assert_int_equal(c->errors, 0);
-  s = stats_of(e);
+  s = chain_run(e, c, N);
   assert_int_equal(s.predicted, 0);
   assert_int_equal(s.prewakes, 0);
-  TU_OK(uvcuda_future_close(&c->f, NULL));
-  tu_run(&e->uv, 5000);
-  tu_stream_destroy(c->s);
-  tu_fx_close(e);
+  chain_end(e, c);
 }
 
 /* Host functions and POLL keep their own ways: no prediction there. */
@@ -205,16 +208,9 @@ static void hostfn_and_poll_are_left_as_they_are(void **state) {
     chain_t *c = chain_new(fx, e, 10, 2000000, 2000000);
     uvcuda_stats_t s;
     assert_int_not_equal(uvcuda_loop_adaptive(&e->ul), 0);
-    chain_next(c);
-    tu_run(&e->uv, 30000);
-    assert_int_equal(c->done, 10);
-    assert_int_equal(c->errors, 0);
-    s = stats_of(e);
+    s = chain_run(e, c, 10);
     assert_int_equal(s.predicted, 0);
-    TU_OK(uvcuda_future_close(&c->f, NULL));
-    tu_run(&e->uv, 5000);
-    tu_stream_destroy(c->s);
-    tu_fx_close(e);
+    chain_end(e, c);
   }
 }
 
@@ -369,18 +365,12 @@ static void spin_time_is_counted(void **state) {
   uvcuda_stats_t s;
   uint64_t t0 = tu_now_ns(), wall;
 
-  chain_next(c);
-  tu_run(&e->uv, 30000);
+  s = chain_run(e, c, 3);
   wall = tu_now_ns() - t0;
-  assert_int_equal(c->done, 3);
-  s = stats_of(e);
   assert_true(s.spin_ns > 0);
   assert_true(s.spin_ns <= wall);
   assert_int_equal(s.predicted, 0);
-  TU_OK(uvcuda_future_close(&c->f, NULL));
-  tu_run(&e->uv, 5000);
-  tu_stream_destroy(c->s);
-  tu_fx_close(e);
+  chain_end(e, c);
 }
 
 #define CASE(fn, c)                                                         \
