@@ -4,7 +4,7 @@
 # writes OUT_DIR/bench.txt (what it printed), OUT_DIR/bench.csv (every
 # measurement), OUT_DIR/latency.png and OUT_DIR/scaling.png. The bench is
 # bounded by its own section deadlines and watchdog (~4 min at most with
-# default samples); `timeout 330` is the last resort. Extra arguments go to
+# default samples); `timeout 420` is the last resort. Extra arguments go to
 # the bench (e.g. --quick, --section latency).
 set -uo pipefail
 if [ $# -lt 2 ]; then
@@ -21,7 +21,7 @@ if [ ! -x "$bench" ]; then
   exit 1
 fi
 mkdir -p "$out"
-timeout -k 10 330 "$bench" --csv "$out/bench.csv" "$@" 2>&1 | tee "$out/bench.txt"
+timeout -k 10 420 "$bench" --csv "$out/bench.csv" "$@" 2>&1 | tee "$out/bench.txt"
 rc=${PIPESTATUS[0]}
 case $rc in
   0) ;;
