@@ -17,7 +17,8 @@ struct devstate {
   pthread_rwlock_t rw; /* the reset lock */
   pthread_mutex_t mu;  /* the fields below but gen */
   uint64_t gen;        /* written under rw (write), read atomically */
-  int resetting;
+  int resetting;     /* the driver part runs: the device is not to be used */
+  int reset_pending; /* begun, its promise not yet settled: no second one */
   int users;           /* envs that have the device open */
   CUcontext ctx;       /* its primary context, while users > 0 */
   uint64_t faults;     /* faults recorded (at most one per generation) */
@@ -117,17 +118,17 @@ int devstate_reset_begin(int ordinal) {
   int err = 0;
   if (d == NULL) return UVCUDA_EINVAL;
   pthread_mutex_lock(&d->mu);
-  if (d->resetting) err = UVCUDA_EBUSY;
-  else d->resetting = 1;
+  if (d->resetting || d->reset_pending) err = UVCUDA_EBUSY;
+  else d->resetting = d->reset_pending = 1;
   pthread_mutex_unlock(&d->mu);
   return err;
 }
 
-void devstate_reset_cancel(int ordinal) {
+void devstate_reset_end(int ordinal) {
   struct devstate *d = get(ordinal);
   if (d == NULL) return;
   pthread_mutex_lock(&d->mu);
-  d->resetting = 0;
+  d->resetting = d->reset_pending = 0;
   pthread_mutex_unlock(&d->mu);
 }
 
@@ -147,7 +148,7 @@ int devstate_reset_run(int ordinal) {
    * destroyed the context's): nothing may use their handles again. */
   if (reached_driver(err)) __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
   pthread_mutex_lock(&d->mu);
-  d->resetting = 0;
+  d->resetting = 0; /* usable again: the 'reset' event says so */
   /* A driver that keeps the fault (new work still fails with it): the same
    * fault, in the new generation too, not a new one to announce. */
   if (reached_driver(err) && uvcuda_cuda_result(err) != 0 && d->faults > 0) {

@@ -48,11 +48,13 @@ void devstate_close(int ordinal);
 
 /* Reset: _begin on the JS thread (UVCUDA_EBUSY if one is running), then
  * _run on a pool thread: takes the lock for writing, uvcuda_device_reset,
- * a new generation where the reset reached the driver. Returns its error. */
+ * a new generation where the reset reached the driver. Returns its error.
+ * The device is usable again once _run is done (the 'reset' event); a
+ * second reset is refused until _end, on the JS thread, once the first
+ * one's promise is settled (or it will not run). */
 int devstate_reset_begin(int ordinal);
 int devstate_reset_run(int ordinal);
-/* Ends a begun reset that will not run. */
-void devstate_reset_cancel(int ordinal);
+void devstate_reset_end(int ordinal);
 
 /* Records that the device, in generation gen (the caller holds the read
  * lock), has the sticky error err; the first record of a generation is a

@@ -234,7 +234,9 @@ static napi_value reset_error(napi_env env, int ordinal, int err) {
 static void reset_complete(napi_env env, napi_status status, void *data) {
   struct reset_work *w = data;
   napi_value v;
-  if (!w->ran) devstate_reset_cancel(w->ordinal); /* cancelled before it ran */
+  /* Over only now: a second reset() made before this promise settles is
+   * refused even if the pool thread has finished (it was, under load). */
+  devstate_reset_end(w->ordinal);
   if (!uvcuda_napi_closing(env)) { /* at env teardown JS may not run */
     if (status == napi_ok && w->ran && w->err == 0) {
       if (napi_get_undefined(env, &v) == napi_ok) napi_resolve_deferred(env, w->deferred, v);
@@ -271,7 +273,7 @@ static napi_value device_reset_impl(napi_env env, napi_callback_info info) {
                ? throw_state(env, "a reset of device %d is already running", r->dev->ordinal)
                : throw_uv(env, err);
   if ((w = calloc(1, sizeof(*w))) == NULL) {
-    devstate_reset_cancel(r->dev->ordinal);
+    devstate_reset_end(r->dev->ordinal);
     return throw_uv(env, UVCUDA_ENOMEM);
   }
   w->ordinal = r->dev->ordinal;
@@ -279,14 +281,14 @@ static napi_value device_reset_impl(napi_env env, napi_callback_info info) {
       napi_create_string_utf8(env, "uvcuda.reset", NAPI_AUTO_LENGTH, &name) != napi_ok ||
       napi_create_async_work(env, NULL, name, reset_execute, reset_complete, w,
                              &w->work) != napi_ok) {
-    devstate_reset_cancel(w->ordinal);
+    devstate_reset_end(w->ordinal);
     if (promise != NULL && napi_get_undefined(env, &name) == napi_ok)
       napi_resolve_deferred(env, w->deferred, name); /* nobody holds it */
     free(w);
     return throw_uv(env, UVCUDA_ENOMEM);
   }
   if (napi_queue_async_work(env, w->work) != napi_ok) {
-    devstate_reset_cancel(w->ordinal);
+    devstate_reset_end(w->ordinal);
     napi_delete_async_work(env, w->work);
     if (napi_get_undefined(env, &name) == napi_ok) napi_resolve_deferred(env, w->deferred, name);
     free(w);

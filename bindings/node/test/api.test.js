@@ -337,7 +337,8 @@ test('configure({ adaptive }) predicts repeated work, one await at a time', asyn
     const k = common.setup();
     const s = k.dev.createStream();
     (async () => {
-      for (let i = 0; i < 12; i++) await s.launch(k.sleep, 1, 1, [5_000_000n]); // 5 ms each
+      // 30 ms each: a busy machine's jitter stays well inside a quarter of it
+      for (let i = 0; i < 12; i++) await s.launch(k.sleep, 1, 1, [30_000_000n]);
       const st = uvcuda.stats();
       console.log(JSON.stringify({ adaptive: st.adaptive, predicted: st.predicted > 0,
         counted: st.predictHit + st.predictEarly + st.predictLate === st.predicted,
