@@ -120,12 +120,16 @@ test('copyToDevice from a source detached right after the call resolves', async 
 });
 
 test('pending copies keep the JS buffers they were given alive', async () => {
-  const fin = [];
-  const registry = new FinalizationRegistry((what) => fin.push(what));
+  // A finalizer that runs before the copies settled proves a buffer was
+  // collected while the GPU still used it. Once they settle the buffers may
+  // go (a slow machine can get there before the GCs below: no time bound).
+  let settled = false;
+  const early = [];
+  const registry = new FinalizationRegistry((what) => { if (!settled) early.push(what); });
   const s = dev.createStream();
   const m = dev.alloc(1 << 16);
   const start = () => {
-    s.launch(k.sleep, 1, 1, [100_000_000n]);
+    s.launch(k.sleep, 1, 1, [1_000_000_000n]); // 1 s: the GCs run meanwhile
     const src = new Uint8Array(1 << 16).fill(3);
     const dst = new Uint8Array(1 << 16);
     registry.register(src, 'src');
@@ -134,11 +138,13 @@ test('pending copies keep the JS buffers they were given alive', async () => {
     return s.copyFromDevice(dst, m).then((b) => b.every((v) => v === 3));
   };
   const p = start();
+  p.then(() => { settled = true; });
   for (let i = 0; i < 3; i++) {
     forceGc();
     await new Promise((r) => setImmediate(r));
   }
-  assert.deepEqual(fin, []);
+  await new Promise((r) => setTimeout(r, 50)); // finalizers of those GCs
+  assert.deepEqual(early, []);
   assert.equal(await p, true);
 });
 
