@@ -32,7 +32,10 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
   if (!on) return 0;
 #ifdef __linux__
   a->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (a->fd < 0) return errno == ENOMEM ? UVCUDA_ENOMEM : UVCUDA_ENOTSUP;
+  if (a->fd < 0) /* out of memory or descriptors: a resource, not a mode */
+    return errno == ENOMEM || errno == EMFILE || errno == ENFILE
+               ? UVCUDA_ENOMEM
+               : UVCUDA_ENOTSUP;
   if (uv_poll_init(uv, &a->poll, a->fd) != 0) {
     close(a->fd);
     a->fd = -1;

@@ -208,6 +208,8 @@ int uvcuda__loop_handles_init(struct uvcuda__loop *l) {
                                on_timer);
   if (err != 0) return err;
   l->adapt.poll.data = l;
+  /* Cannot fail: the eventfd it needs came with uv_loop_init (libuv's own
+   * work-queue async handle). */
   uv_async_init(l->uv, &l->async, on_async);
   uv_unref((uv_handle_t *)&l->async);
   uv_idle_init(l->uv, &l->idle);
