@@ -307,7 +307,6 @@ struct CUevent_st; /* CUevent */
   struct uvcuda__queue spin_node_; /* the loop's spin FIFO */               \
   struct uvcuda__queue q_node_;    /* the loop's delivery or close queue */\
   int adapt_;                      /* adaptive spin: what was predicted */  \
-  uint64_t pred_end_ns_;           /* predicted end (adaptive) */           \
   uint64_t wake_ns_, hot_until_ns_; /* pre-wake, end of its spin window */  \
   struct uvcuda__queue pw_node_;   /* the loop's pre-wake or hot queue */
 

@@ -5,8 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
-
 #ifdef __linux__
 #include <sys/timerfd.h>
 #endif
@@ -111,7 +109,6 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
   if (!alone || !uvcuda__predict_trusted(p)) return 0;
   end = now + p->mean_ns;
   margin = 2 * p->dev_ns + 2 * US;
-  f->pred_end_ns_ = end;
   a->stats->predicted++;
   if (end + margin <= now + budget_ns) {
     /* Within the spin horizon: spin until just after the predicted end. */
