@@ -25,7 +25,7 @@ timeout -k 10 420 "$bench" --csv "$out/bench.csv" "$@" 2>&1 | tee "$out/bench.tx
 rc=${PIPESTATUS[0]}
 case $rc in
   0) ;;
-  124|137) echo "run.sh: uvcuda-bench hit the 330 s limit (rc=$rc); bench.csv has what it measured" | tee -a "$out/bench.txt" ;;
+  124|137) echo "run.sh: uvcuda-bench hit the 420 s limit (rc=$rc); bench.csv has what it measured" | tee -a "$out/bench.txt" ;;
   *) echo "run.sh: uvcuda-bench exited with rc=$rc" | tee -a "$out/bench.txt" ;;
 esac
 if [ -s "$out/bench.csv" ]; then

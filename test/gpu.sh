@@ -14,6 +14,10 @@
 #   --ab=OLD_SRC       build the library at OLD_SRC (a source tree of an older
 #                      revision) and run bench/ab.sh and bench/ab-server.sh
 #                      (ROUNDS, default 3) against it, interleaved
+#   --t20[=N]          what #20 still needs: the throughput and scaling sections
+#                      with adaptive off and on (UVCUDA_ADAPTIVE), N rounds of
+#                      throughput (default 2), then ab-server.sh today vs adaptive
+#                      (ROUNDS, default 3), interleaved
 #   --soak-start[=S]   start the soak (default 300 s) detached; survives this command
 #   --soak-wait        wait for a started soak, copy its log to $OUT
 # No step: --tests.
@@ -101,6 +105,22 @@ for a in "$@"; do
       bench/ab.sh "$B" /tmp/uvcuda-old "$OUT" || status=1
       bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" \
         old:/tmp/uvcuda-old:auto new:"$B":auto || status=1
+      ;;
+    --t20*)
+      n=${a#--t20}; n=${n#=}; n=${n:-2}
+      for r in $(seq 1 "$n"); do
+        for A in 0 1; do
+          d="$OUT/t20-tput-r$r-a$A"
+          UVCUDA_ADAPTIVE=$A bench/run.sh "$B" "$d" --section throughput > /dev/null 2>&1
+          grep -E "^ *(raw-launch|uvcuda-auto)|10k in flight" "$d/bench.txt" | sed "s/^/round $r adaptive=$A: /"
+        done
+      done
+      for A in 0 1; do
+        d="$OUT/t20-scaling-a$A"
+        UVCUDA_ADAPTIVE=$A bench/run.sh "$B" "$d" --section scaling > /dev/null 2>&1
+        grep -E "seen -> callback|scaling: uvcuda-auto" "$d/bench.txt" | sed "s/^/adaptive=$A: /"
+      done
+      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" today:"$B":auto:0 adaptive:"$B":auto:1 || status=1
       ;;
     --soak-start*)
       secs=${a#--soak-start}; secs=${secs#=}; secs=${secs:-300}
