@@ -74,8 +74,10 @@ typedef enum {
 /* The CUresult carried by err, or 0 if err is not a CUDA driver error. */
 UVCUDA_EXTERN int uvcuda_cuda_result(int err);
 /* Message and symbolic name of any error this library returns; CUDA results
- * get the driver's own text when the driver is loaded. Never NULL. Any
- * thread. */
+ * get the driver's own text when the driver is loaded, else CUDA 13.0's
+ * names (CUDA_ERROR_NO_DEVICE when cuInit found no GPU). Static strings,
+ * but for codes nobody knows: a per-thread buffer, one for names and one
+ * for messages. Never NULL. Any thread. */
 UVCUDA_EXTERN const char *uvcuda_strerror(int err);
 UVCUDA_EXTERN const char *uvcuda_err_name(int err);
 
@@ -131,7 +133,10 @@ UVCUDA_EXTERN int uvcuda_context_health(uvcuda_context_t ctx);
  * where no fault was found), and no uvcuda thread touches its objects
  * again. Your part: no thread may use the device while this runs; every
  * stream, event, module and allocation made before it is gone (make new
- * ones). Returns 0 when new work completed; UVCUDA_EINVAL (bad ordinal), a
+ * ones; in a context of your own from cuCtxCreate, which the reset leaves
+ * to you, new streams work with fresh records). The check writes with a
+ * stream memory op, or a host function where those are refused. Returns
+ * 0 when new work completed; UVCUDA_EINVAL (bad ordinal), a
  * driver-load error, or UVCUDA_ECUDA(r) of the reset or of the check: on
  * drivers that keep a fault for the life of the process (the H200 with
  * driver 580, measured: new work fails with CUDA_ERROR_ILLEGAL_ADDRESS after
@@ -166,7 +171,9 @@ UVCUDA_EXTERN int uvcuda_completion_parse(const char *name,
 /* Adaptive spin and pre-wake (docs/api.md, "Adaptive spin"): each stream's
  * recent enqueue -> done times choose, per future, how long to spin, or to
  * arm at once and wake the loop thread shortly before the predicted end.
- * The spin budget stays the upper bound of every spin. ADAPTIVE turns it
+ * The spin budget bounds every spin before a future is armed; the polled
+ * window after a pre-wake is at most the budget plus four deviations of
+ * the stream's times, never over 200 µs. ADAPTIVE turns it
  * on, NO_ADAPTIVE off; with neither, env UVCUDA_ADAPTIVE ("1"/"0"), else
  * off. Both: UVCUDA_EINVAL. */
 #define UVCUDA_OPT_ADAPTIVE 0x4u
@@ -329,6 +336,8 @@ typedef struct uvcuda_timing_s {
   uint64_t callback_ns; /* the callback was called */
 } uvcuda_timing_t;
 
+/* Makes f an IDLE future of ul; f->data is left as it was. Initialising a
+ * future that is not closed yet is undefined, as for libuv's handles. */
 UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
 /* Runs `op` (NULL: await what is already on the stream) on `stream`, then
  * enqueues a completion marker after it. Returns 0 when `cb` will be called

@@ -92,10 +92,10 @@ static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
 
 int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         struct uvcuda__tlset *set, uvcuda_future_t *f,
-                        uint64_t budget_ns, int alone) {
+                        uint64_t budget_ns, int alone, uint64_t now) {
   struct uvcuda__timeline *tl = f->tl_;
   struct uvcuda__predict *p = &tl->pred;
-  uint64_t now = f->start_ns_, end, margin, lead, window;
+  uint64_t t0 = f->start_ns_, end, margin, lead, window;
 
   f->adapt_ = UVCUDA__ADAPT_NONE;
   if (!a->on || budget_ns == 0 || tl->mode == UVCUDA__TL_HOSTFN ||
@@ -107,10 +107,10 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
    * work (predicting the example server's futures cost it 12-20 % of its
    * requests/s on the H200; docs/benchmarks.md, run 11). */
   if (!alone || !uvcuda__predict_trusted(p)) return 0;
-  end = now + p->mean_ns;
+  end = t0 + p->mean_ns; /* learnt from start to seen */
   margin = 2 * p->dev_ns + 2 * US;
   a->stats->predicted++;
-  if (end + margin <= now + budget_ns) {
+  if (end + margin <= t0 + budget_ns) {
     /* Within the spin horizon: spin until just after the predicted end. */
     f->adapt_ = UVCUDA__ADAPT_SPIN;
     uvcuda__spin_add(sp, f, end + margin);
@@ -121,7 +121,7 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
    * The window from the expected wake-up is at most the spin budget plus
    * four deviations, and never over WINDOW_MAX_NS. */
   lead = a->late_ns + 2 * p->dev_ns + 2 * US;
-  f->wake_ns_ = end > now + lead ? end - lead : now;
+  f->wake_ns_ = end > t0 + lead ? end - lead : t0;
   f->hot_until_ns_ = end + margin;
   window = budget_ns + 4 * p->dev_ns;
   if (window > WINDOW_MAX_NS) window = WINDOW_MAX_NS;

@@ -44,10 +44,13 @@ void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb);
 /* From cb: closes the timerfd. */
 void uvcuda__adapt_closed(struct uvcuda__adapt *a);
 /* future.c, after a successful start (alone: f is the loop's only pending
- * future): 1 if it placed f (spin or arm), 0 to use the fixed budget. */
+ * future; now: when the op and marker were enqueued, its armed time if it
+ * is armed at once): 1 if it placed f (spin or arm), 0 to use the fixed
+ * budget. */
 int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         struct uvcuda__tlset *set, uvcuda_future_t *f,
-                        uint64_t budget_ns, int alone);
+                        uint64_t budget_ns, int alone,
+                        uint64_t now);
 /* The timer fired (pass.c's poll callback): the futures due become HOT. */
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */

@@ -16,12 +16,15 @@ static void reg_init(void) {
   uvcuda__queue_init(&reg);
 }
 
+/* A retired record (uvcuda_device_reset) is never found again: a context
+ * the reset did not touch (one from cuCtxCreate) gets a fresh record on
+ * its next use, with its own health. */
 static struct uvcuda__context *find(unsigned long long id) {
   struct uvcuda__queue *q;
   uvcuda__queue_foreach(q, &reg) {
     struct uvcuda__context *x =
         uvcuda__queue_data(q, struct uvcuda__context, node);
-    if (x->id == id) return x;
+    if (x->id == id && !atomic_load(&x->dead)) return x;
   }
   return NULL;
 }

@@ -32,11 +32,14 @@ static int check(const uvcuda_future_t *f) {
 
 int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
   struct uvcuda__loop *l;
+  void *data;
   if (ul == NULL || f == NULL) return UVCUDA_EINVAL;
   if ((l = ul->internal_) == NULL) return UVCUDA_ENOTINIT;
   if (!uvcuda__on_loop_thread(l)) return UVCUDA_EWRONGTHREAD;
   if (l->closing) return UVCUDA_ECLOSING;
+  data = f->data; /* yours: as libuv's handles, init leaves it alone */
   memset(f, 0, sizeof(*f)); /* state_: UVCUDA_FUTURE_IDLE */
+  f->data = data;
   f->loop = ul;
   f->magic_ = FUTURE_MAGIC;
   uvcuda__queue_init(&f->tl_node_);
@@ -107,7 +110,8 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
     now = (l->opts.flags & UVCUDA_OPT_TIMING) ? uv_hrtime() : f->start_ns_;
     if (l->opts.flags & UVCUDA_OPT_TIMING) f->enqueued_ns_ = now;
     if (uvcuda__adapt_start(&l->adapt, &l->spin, &l->tls, f,
-                            l->opts.spin_budget_ns, l->nactive == 1)) {
+                            l->opts.spin_budget_ns, l->nactive == 1,
+                            now)) {
       if (f->state_ == UVCUDA_FUTURE_ARMED) uvcuda__loop_settle(l);
     } else if (l->opts.spin_budget_ns > 0) {
       uvcuda__spin_add(&l->spin, f, f->start_ns_ + l->opts.spin_budget_ns);

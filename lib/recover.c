@@ -13,6 +13,24 @@ int uvcuda_context_health(uvcuda_context_t ctx) {
   return r == 0 ? 0 : UVCUDA_ECUDA(r);
 }
 
+static void CUDA_CB set_one(void *p) {
+  __atomic_store_n((uint32_t *)p, 1, __ATOMIC_RELEASE);
+}
+
+/* The stream writes 1 to c: a 64-bit or 32-bit memory op where the device
+ * takes them, else a host function, the fallbacks `auto` itself makes. */
+static CUresult write_one(CUstream s, const struct uvcuda__counter *c,
+                          int *mode) {
+  CUresult r;
+  *mode = UVCUDA__COUNTER_MEM64;
+  r = uvcuda__drv.cuStreamWriteValue64(s, c->dptr, 1, 0);
+  if (r != CUDA_ERROR_NOT_SUPPORTED) return r;
+  *mode = UVCUDA__COUNTER_MEM32;
+  r = uvcuda__drv.cuStreamWriteValue32(s, c->dptr, 1, 0);
+  if (r != CUDA_ERROR_NOT_SUPPORTED) return r;
+  return uvcuda__drv.cuLaunchHostFunc(s, set_one, c->host);
+}
+
 /* New work on the device's fresh primary context: one counter write,
  * awaited on a stream of its own. */
 static int check(CUdevice dev) {
@@ -22,7 +40,7 @@ static int check(CUdevice dev) {
   CUcontext ctx;
   CUstream s;
   CUresult r;
-  int err;
+  int err, mode = UVCUDA__COUNTER_MEM64, due = 0;
 
   if ((r = uvcuda__drv.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
     return UVCUDA_ECUDA(r);
@@ -32,16 +50,20 @@ static int check(CUdevice dev) {
     uvcuda__drv_enter(&sc, ctx);
     r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) {
-      r = uvcuda__drv.cuStreamWriteValue64(s, c.dptr, 1, 0);
-      if (r == CUDA_SUCCESS) r = uvcuda__drv.cuStreamSynchronize(s);
+      r = write_one(s, &c, &mode);
+      if (r == CUDA_SUCCESS) {
+        due = 1;
+        r = uvcuda__drv.cuStreamSynchronize(s);
+      }
       uvcuda__drv.cuStreamDestroy(s);
     }
     uvcuda__drv_leave(&sc);
-    if (r == CUDA_SUCCESS &&
-        uvcuda__counter_load(c.host, UVCUDA__COUNTER_MEM64) != 1)
+    if (r == CUDA_SUCCESS && uvcuda__counter_load(c.host, mode) != 1)
       r = CUDA_ERROR_UNKNOWN;
-    /* If the write never ran, none is due; else it has landed. */
-    uvcuda__context_counter_put(x, &c, UVCUDA__COUNTER_MEM64, 0);
+    /* Landed, or never enqueued: the slot is free. Enqueued but not seen
+     * to land: it stays out of use until the write lands, if ever. */
+    uvcuda__context_counter_put(x, &c, mode,
+                                due && r != CUDA_SUCCESS ? 1 : 0);
     if (r != CUDA_SUCCESS) err = UVCUDA_ECUDA(r);
   }
   if (err == 0 && (r = uvcuda__context_query(x)) != 0) err = UVCUDA_ECUDA(r);

@@ -112,6 +112,7 @@ typedef struct {
   int close_at; /* close the future in flight at this start (0: never) */
   int closed;
   int until_predicted; /* stop once this many starts were predicted */
+  int disorder;        /* callbacks whose timing stamps were out of order */
 } chain_t;
 
 static int op_chain(uvcuda_future_t *f, uvcuda_stream_t s) {
@@ -127,8 +128,24 @@ static void chain_next(chain_t *c);
 static void on_chain(uvcuda_future_t *f, int status) {
   chain_t *c = f->data;
   uvcuda_stats_t st;
+  uvcuda_timing_t t;
   if (status != 0) c->errors++;
   c->done++;
+  /* With UVCUDA_OPT_TIMING: start <= enqueued <= armed (if armed) <=
+   * seen <= callback, whichever path served the future. */
+  if (uvcuda_future_timing(f, &t) == 0 && status == 0 &&
+      !(t.start_ns <= t.enqueued_ns &&
+        (t.armed_ns == 0 || t.enqueued_ns <= t.armed_ns) &&
+        (t.seen_ns == 0 || (t.enqueued_ns <= t.seen_ns &&
+                            (t.armed_ns == 0 || t.armed_ns <= t.seen_ns))) &&
+        t.seen_ns <= t.callback_ns)) {
+    if (c->disorder++ == 0)
+      fprintf(stderr, "timing out of order: start %llu enqueued %llu armed "
+              "%llu seen %llu callback %llu\n",
+              (unsigned long long)t.start_ns, (unsigned long long)t.enqueued_ns,
+              (unsigned long long)t.armed_ns, (unsigned long long)t.seen_ns,
+              (unsigned long long)t.callback_ns);
+  }
   /* A loaded machine's jitter can keep the spread too wide for a while:
    * such a chain runs until enough starts were predicted (or its cap). */
   if (c->until_predicted && uvcuda_loop_stats(f->loop, &st) == 0 &&
@@ -200,6 +217,27 @@ static void repeated_work_is_predicted_and_every_prediction_counted(
   assert_true(s.predicted <= (uint64_t)n - 4);
   assert_every_prediction_counted(&s, 0);
   assert_true(s.prewakes <= s.predicted);
+  chain_end(e, c);
+}
+
+/* The timing stamps keep their documented order when a prediction arms a
+ * future at once for a pre-wake (it was stamped armed before it was
+ * enqueued). */
+static void timing_stamps_stay_in_order_when_predicted(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = open_adaptive(fx, strategy_of(state),
+                                  UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_TIMING, -1);
+  enum { CAP = 80, WANT = 8 };
+  chain_t *c = chain_new(fx, e, CAP, rep_ns(), rep_ns());
+  uvcuda_stats_t s;
+
+  c->until_predicted = WANT;
+  chain_next(c);
+  tu_run(&e->uv, 60000);
+  assert_int_equal(c->errors, 0);
+  s = stats_of(e);
+  assert_true(s.predicted >= WANT);
+  assert_int_equal(c->disorder, 0);
   chain_end(e, c);
 }
 
@@ -465,6 +503,7 @@ static void spin_time_is_counted(void **state) {
 #define CASES(c)                                                         \
   CASE(repeated_work_is_predicted_and_every_prediction_counted, c),      \
       CASE(mixed_lengths_are_not_predicted, c),                          \
+      CASE(timing_stamps_stay_in_order_when_predicted, c),               \
       CASE(a_future_closed_while_predicted_closes_cleanly, c),           \
       CASE(queued_futures_keep_stream_order, c),                         \
       CASE(spin_time_is_counted, c)

@@ -219,6 +219,83 @@ static int c_reset_under_load(void *arg) {
   return 0;
 }
 
+/* ---- a reset where stream memory operations are refused ---- */
+
+/* `auto` works on such a device (32-bit writes, else host functions), so
+ * the reset's check of new work must too: arg 1 refuses 64-bit writes,
+ * arg 2 both widths. Simulation only: a GPU can't be told to refuse. */
+static int c_reset_without_memops(void *arg) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  item_t it;
+  CUstream s;
+  int rc;
+
+  setenv("SIMCUDA_FAIL",
+         (intptr_t)arg == 1 ? "cuStreamWriteValue64=801"
+                            : "cuStreamWriteValue64=801,cuStreamWriteValue32=801",
+         1);
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  if (!tu_is_simulated()) return 77;
+  CHECK(loop_open(&uv, &ul, UVCUDA_COMPLETION_AUTO) == 0);
+  s = tu_stream();
+  CHECK(start(&ul, &it, s) == 0);
+  wait_all(&uv, &it, 1);
+  CHECK(it.calls == 1 && it.status == 0); /* the device works */
+  rc = uvcuda_device_reset(0);
+  fprintf(stderr, "reset without memops (%d): %s\n", (int)(intptr_t)arg,
+          uvcuda_err_name(rc));
+  CHECK(rc == 0);
+  CHECK(uvcuda_context_health(tu_ctx) == 0);
+  CHECK(close_all(&uv, &ul, &it, 1) == 0);
+  return 0;
+}
+
+/* ---- a context of the user's own survives a reset of the primary ---- */
+
+/* cuDevicePrimaryCtxReset resets the primary context only: a context from
+ * cuCtxCreate on the same device stays the driver's. Its pending futures
+ * fail (the reset retires every record of the device), but new streams
+ * in it work afterwards and its health is 0 again, not "destroyed"
+ * forever. */
+static int c_own_context_survives_reset(void *arg) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  item_t before, after;
+  CUcontext c2;
+  CUstream s, s2;
+  CUdevice dev;
+  int rc;
+  (void)arg;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  CHECK(tu.cuCtxCreate(&c2, NULL, 0, dev) == CUDA_SUCCESS);
+  CHECK(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CHECK(loop_open(&uv, &ul, UVCUDA_COMPLETION_AUTO) == 0);
+  CHECK(start(&ul, &before, s) == 0);
+  wait_all(&uv, &before, 1);
+  CHECK(before.calls == 1 && before.status == 0);
+  CHECK(uvcuda_context_health(c2) == 0);
+
+  CHECK(uvcuda_device_reset(0) == 0 || !tu_is_simulated());
+  /* The driver kept c2 (it was not reset): new work in it completes. */
+  CHECK(tu.cuCtxSetCurrent(c2) == CUDA_SUCCESS);
+  CHECK(tu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CHECK(tu.cuStreamSynchronize(s2) == CUDA_SUCCESS);
+  rc = uvcuda_context_health(c2);
+  fprintf(stderr, "own context after reset: health %s\n", uvcuda_err_name(rc));
+  CHECK(rc == 0);
+  CHECK(uvcuda_future_close(&before.f, NULL) == 0);
+  CHECK(start(&ul, &after, s2) == 0);
+  wait_all(&uv, &after, 1);
+  fprintf(stderr, "own context after reset: future %s\n",
+          uvcuda_err_name(after.status));
+  CHECK(after.calls == 1 && after.status == 0);
+  CHECK(close_all(&uv, &ul, &after, 1) == 0);
+  return 0;
+}
+
 /* ---- cases ---- */
 
 static void run_child(int (*fn)(void *), void *arg) {
@@ -252,6 +329,21 @@ static void reset_fails_other_loops_futures(void **state) {
   run_child(c_reset_under_load, NULL);
 }
 
+static void reset_checks_with_32bit_writes(void **state) {
+  (void)state;
+  run_child(c_reset_without_memops, (void *)(intptr_t)1);
+}
+
+static void reset_checks_without_memops(void **state) {
+  (void)state;
+  run_child(c_reset_without_memops, (void *)(intptr_t)2);
+}
+
+static void own_context_survives_a_reset(void **state) {
+  (void)state;
+  run_child(c_own_context_survives_reset, NULL);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(healthy_context_reports_zero),
@@ -259,6 +351,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(fault_then_reset_hostfn),
       cmocka_unit_test(fault_then_reset_poll),
       cmocka_unit_test(reset_fails_other_loops_futures),
+      cmocka_unit_test(reset_checks_with_32bit_writes),
+      cmocka_unit_test(reset_checks_without_memops),
+      cmocka_unit_test(own_context_survives_a_reset),
   };
   want_real = argc > 1 && strcmp(argv[1], "--gpu") == 0;
   return cmocka_run_group_tests(tests, NULL, NULL);

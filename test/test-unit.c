@@ -59,6 +59,30 @@ static void libuv_codes_pass_through(void **state) {
   assert_non_null(uvcuda_strerror(0));
 }
 
+/* printf("%s: %s", uvcuda_err_name(e), uvcuda_strerror(e)): the two
+ * results, and results for other codes, must not share storage. */
+static void names_and_messages_do_not_share_storage(void **state) {
+  const char *n, *m, *n2, *un, *um;
+  (void)state;
+  n = uvcuda_err_name(UVCUDA_EBUSY);
+  m = uvcuda_strerror(UVCUDA_EBUSY);
+  n2 = uvcuda_err_name(UVCUDA_EINVAL);
+  assert_string_equal(n, "EBUSY");
+  assert_string_equal(m, uv_strerror(UV_EBUSY));
+  assert_string_equal(n2, "EINVAL");
+  assert_string_equal(uvcuda_strerror(UVCUDA_ENOMEM), uv_strerror(UV_ENOMEM));
+  assert_string_equal(n, "EBUSY");
+  assert_string_equal(m, uv_strerror(UV_EBUSY));
+  /* Codes libuv does not know: a name buffer and a message buffer. */
+  un = uvcuda_err_name(-12345);
+  um = uvcuda_strerror(-12345);
+  assert_ptr_not_equal(un, um);
+  assert_non_null(strstr(un, "12345"));
+  assert_non_null(strstr(um, "12345"));
+  assert_string_equal(uvcuda_err_name(UVCUDA_ECANCELED), "ECANCELED");
+  assert_non_null(strstr(un, "12345"));
+}
+
 static void cuda_results_round_trip(void **state) {
   int r;
   (void)state;
@@ -71,9 +95,16 @@ static void cuda_results_round_trip(void **state) {
   assert_int_equal(uvcuda_cuda_result(UV_EINVAL), 0);
   assert_int_equal(uvcuda_cuda_result(UVCUDA_ECUDA_BASE), 0);
   assert_int_equal(uvcuda_cuda_result(UVCUDA_ECUDA(10000)), 0);
-  /* No driver loaded: a generic but non-empty text. */
-  assert_non_null(uvcuda_err_name(UVCUDA_ECUDA(700)));
+  /* No driver loaded: names from the header's list, messages for the
+   * usual failures to load or initialise, generic text beyond. */
+  assert_string_equal(uvcuda_err_name(UVCUDA_ECUDA(700)),
+                      "CUDA_ERROR_ILLEGAL_ADDRESS");
+  assert_string_equal(uvcuda_err_name(UVCUDA_ECUDA(100)), "CUDA_ERROR_NO_DEVICE");
+  assert_string_equal(uvcuda_strerror(UVCUDA_ECUDA(100)),
+                      "no CUDA-capable device is detected");
+  assert_string_equal(uvcuda_err_name(UVCUDA_ECUDA(9998)), "CUDA_ERROR");
   assert_non_null(uvcuda_strerror(UVCUDA_ECUDA(700)));
+  assert_non_null(uvcuda_strerror(UVCUDA_ECUDA(9998)));
 }
 
 static void completion_names_round_trip(void **state) {
@@ -211,6 +242,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_code_has_name_and_message),
       cmocka_unit_test(libuv_codes_pass_through),
+      cmocka_unit_test(names_and_messages_do_not_share_storage),
       cmocka_unit_test(cuda_results_round_trip),
       cmocka_unit_test(completion_names_round_trip),
       cmocka_unit_test(options_are_validated),
