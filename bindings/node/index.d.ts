@@ -84,17 +84,18 @@ export interface DriverInfo {
 
 export type Completion = 'auto' | 'reactor' | 'hostfn' | 'hostfn-spin' | 'hostfn-block' | 'poll';
 
+/** An option that is undefined takes its default. */
 export interface ConfigureOptions {
   /** How completion reaches the loop (default: $UVCUDA_COMPLETION, else 'auto'). */
-  completion?: Completion;
+  completion?: Completion | undefined;
   /** Spin on the loop thread before arming, in µs (0..1000000; default 20). */
-  spinBudgetUs?: number;
+  spinBudgetUs?: number | undefined;
   /** Fault probe interval while armed, in µs (50..2000; default 1000). */
-  probeIntervalUs?: number;
+  probeIntervalUs?: number | undefined;
   /** Record start -> callback latencies in stats().latencyHistogram. */
-  latencyHistogram?: boolean;
+  latencyHistogram?: boolean | undefined;
   /** Adaptive spin and pre-wake (default: $UVCUDA_ADAPTIVE, else off). */
-  adaptive?: boolean;
+  adaptive?: boolean | undefined;
 }
 
 export interface Stats {
@@ -198,7 +199,8 @@ export class Stream {
    * handles 0n (NULL), 1n (legacy), 2n (per-thread) need the Device. It is
    * never destroyed here; it must stay valid while promises on it pend. */
   static fromHandle(handle: bigint, device?: Device): Stream;
-  /** The CUstream, for other addons. */
+  /** The CUstream, for other addons. After destroy() it still reads the
+   * old value, which the driver may give to a new stream. */
   readonly handle: bigint;
   /** Created by createStream (destroy() destroys it) or wrapped by fromHandle. */
   readonly owned: boolean;
@@ -313,9 +315,13 @@ export function openDevice(ordinal?: number): Device;
 export function fence(stream: Stream | bigint, options?: AwaitOptions): Promise<void>;
 export function fence(stream: Stream | bigint, device?: Device,
                       options?: AwaitOptions): Promise<void>;
-/** Options of this env's uvcuda loop context; before any other GPU call of
- * the env, else throws EBUSY. */
-export function configure(options: ConfigureOptions): void;
+/** Options of this env's uvcuda loop context; before the env's first
+ * awaited call, else throws EBUSY. */
+export function configure(options: Readonly<ConfigureOptions>): void;
+/** Not a GPU call: before the env's first awaited call, zeros and the
+ * settings to come (no driver needed). Throws EINVAL / UVCUDA_ESTRATEGY,
+ * naming the variable, if the environment's settings are invalid. */
 export function stats(): Stats;
+/** errno: an integer in the int32 range (else RangeError ERR_OUT_OF_RANGE). */
 export function errorName(errno: number): string;
 export function strerror(errno: number): string;

@@ -144,7 +144,13 @@ function unwatch(signal, onAbort) {
 function abortable(p, signal) {
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(new AbortError(undefined, { cause: signal.reason }));
-    watch(signal, onAbort);
+    try {
+      watch(signal, onAbort);
+    } catch (e) { // a signal-like object whose addEventListener threw
+      p.catch(() => {}); // the work goes on; its outcome is not this call's
+      reject(e);
+      return;
+    }
     p.then((v) => {
       unwatch(signal, onAbort);
       resolve(v);
@@ -164,14 +170,23 @@ function withSignal(fn, required, positional, passSignal = false) {
     [fn.name](...args) {
       const n = args.length;
       if (n <= required || !isOptions(args[n - 1])) return fn.apply(this, args);
-      const { signal } = args.pop();
-      if (signal === undefined) return fn.apply(this, args);
-      if (signal === null || typeof signal !== 'object' || !('aborted' in signal) ||
-          typeof signal.addEventListener !== 'function') {
-        return Promise.reject(invalidSignal(signal));
+      let signal;
+      try {
+        ({ signal } = args.pop());
+      } catch (e) { // a throwing getter: a promise-returning call never throws
+        return Promise.reject(e);
       }
-      if (signal.aborted) {
-        return Promise.reject(new AbortError(undefined, { cause: signal.reason }));
+      if (signal === undefined) return fn.apply(this, args);
+      try {
+        if (signal === null || typeof signal !== 'object' || !('aborted' in signal) ||
+            typeof signal.addEventListener !== 'function') {
+          return Promise.reject(invalidSignal(signal));
+        }
+        if (signal.aborted) {
+          return Promise.reject(new AbortError(undefined, { cause: signal.reason }));
+        }
+      } catch (e) { // a signal-like object whose getters throw
+        return Promise.reject(e);
       }
       if (passSignal) {
         args.length = positional;

@@ -308,7 +308,13 @@ int host_bytes(napi_env env, napi_value v, void **data, size_t *len, int *detach
 int arg_bytes(napi_env env, napi_value v, const char *what, void **data,
               size_t *len) {
   char got[160];
-  if (host_bytes(env, v, data, len, NULL) == 0) return 0;
+  int detached = 0;
+  if (host_bytes(env, v, data, len, &detached) == 0) {
+    if (!detached) return 0;
+    /* Its bytes went with a transfer: nothing to copy, and not a 0-byte copy. */
+    throw_state(env, "%s is detached (its ArrayBuffer was transferred)", what);
+    return -1;
+  }
   throw_type(env, "%s must be a TypedArray, Buffer, DataView or ArrayBuffer, got %s", what,
              describe(env, v, got, sizeof(got)));
   return -1;
@@ -399,25 +405,38 @@ static napi_value js_device_count(napi_env env, napi_callback_info info) {
   return v;
 }
 
-/* configure({ completion, spinBudgetUs, probeIntervalUs, latencyHistogram }) */
+/* 1 and options[key] in *v, 0 if absent or undefined (Node's "use the
+ * default"), -1 if a getter threw. */
+static int option_get(napi_env env, napi_value obj, const char *key, napi_value *v) {
+  bool has = false;
+  napi_valuetype t;
+  if (napi_has_named_property(env, obj, key, &has) != napi_ok) return -1;
+  if (!has) return 0;
+  if (napi_get_named_property(env, obj, key, v) != napi_ok ||
+      napi_typeof(env, *v, &t) != napi_ok)
+    return -1;
+  return t != napi_undefined;
+}
+
+/* configure({ completion, spinBudgetUs, probeIntervalUs, latencyHistogram,
+ * adaptive }) */
 static napi_value js_configure(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1], v;
   napi_valuetype t;
   uvcuda_options_t o;
-  bool has = false, b = false;
+  bool b = false;
   char name[32];
   size_t len = 0;
-  int err;
+  int err, got;
 
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
   uvcuda_options_init(&o);
   if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_object)
     return throw_type(env, "options must be an object");
 
-  napi_has_named_property(env, argv[0], "completion", &has);
-  if (has) {
-    napi_get_named_property(env, argv[0], "completion", &v);
+  if ((got = option_get(env, argv[0], "completion", &v)) < 0) return NULL;
+  if (got) {
     if (napi_typeof(env, v, &t) != napi_ok || t != napi_string)
       return throw_type(env, "options.completion must be a string");
     napi_get_value_string_utf8(env, v, name, sizeof(name), &len);
@@ -426,32 +445,28 @@ static napi_value js_configure(napi_env env, napi_callback_info info) {
                               "reactor, hostfn, hostfn-spin, hostfn-block, poll)",
                          name);
   }
-  napi_has_named_property(env, argv[0], "spinBudgetUs", &has);
-  if (has) {
+  if ((got = option_get(env, argv[0], "spinBudgetUs", &v)) < 0) return NULL;
+  if (got) {
     uint32_t u;
-    napi_get_named_property(env, argv[0], "spinBudgetUs", &v);
     if (arg_u32(env, v, "options.spinBudgetUs", 0, &u) != 0) return NULL;
     if (u > 1000000) return throw_range(env, "options.spinBudgetUs must be <= 1000000");
     o.spin_budget_us = (int32_t)u;
   }
-  napi_has_named_property(env, argv[0], "probeIntervalUs", &has);
-  if (has) {
+  if ((got = option_get(env, argv[0], "probeIntervalUs", &v)) < 0) return NULL;
+  if (got) {
     uint32_t u;
-    napi_get_named_property(env, argv[0], "probeIntervalUs", &v);
     if (arg_u32(env, v, "options.probeIntervalUs", 50, &u) != 0) return NULL;
     if (u > 2000) return throw_range(env, "options.probeIntervalUs must be 50..2000");
     o.probe_interval_us = (int32_t)u;
   }
-  napi_has_named_property(env, argv[0], "latencyHistogram", &has);
-  if (has) {
-    napi_get_named_property(env, argv[0], "latencyHistogram", &v);
+  if ((got = option_get(env, argv[0], "latencyHistogram", &v)) < 0) return NULL;
+  if (got) {
     if (napi_get_value_bool(env, v, &b) != napi_ok)
       return throw_type(env, "options.latencyHistogram must be a boolean");
     if (b) o.flags |= UVCUDA_OPT_LATENCY_HISTOGRAM;
   }
-  napi_has_named_property(env, argv[0], "adaptive", &has);
-  if (has) {
-    napi_get_named_property(env, argv[0], "adaptive", &v);
+  if ((got = option_get(env, argv[0], "adaptive", &v)) < 0) return NULL;
+  if (got) {
     if (napi_get_value_bool(env, v, &b) != napi_ok)
       return throw_type(env, "options.adaptive must be a boolean");
     o.flags |= b ? UVCUDA_OPT_ADAPTIVE : UVCUDA_OPT_NO_ADAPTIVE;
@@ -465,16 +480,21 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   uvcuda_loop_t *ul;
   uvcuda_stats_t s;
   uvcuda_napi_stats_t ns;
+  uvcuda_completion_t c;
+  uint64_t spin_ns;
   napi_value o, hist, n;
-  int err, i;
+  int err, i, adaptive;
   (void)info;
 
-  if (uvcuda_napi_loop(env, &ul) != napi_ok) return NULL;
-  if ((err = uvcuda_loop_stats(ul, &s)) != 0) return throw_uv(env, err);
+  /* Not a GPU call: before the first one, zeros and the settings to come
+   * (configure() still works after it, and no driver is needed). */
+  if (uvcuda_napi__settings(env, &ul, &c, &spin_ns, &adaptive) != napi_ok) return NULL;
+  memset(&s, 0, sizeof(s));
+  if (ul != NULL && (err = uvcuda_loop_stats(ul, &s)) != 0) return throw_uv(env, err);
   if (uvcuda_napi_stats(env, &ns) != napi_ok) return NULL;
   if (napi_create_object(env, &o) != napi_ok) return NULL;
-  set_str(env, o, "completion", uvcuda_completion_name(uvcuda_loop_completion(ul)));
-  set_num(env, o, "spinBudgetNs", (double)uvcuda_loop_spin_budget_ns(ul));
+  set_str(env, o, "completion", uvcuda_completion_name(c));
+  set_num(env, o, "spinBudgetNs", (double)spin_ns);
   set_num(env, o, "started", (double)s.started);
   set_num(env, o, "completedSpin", (double)s.completed_spin);
   set_num(env, o, "completedReactor", (double)s.completed_reactor);
@@ -487,7 +507,7 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   set_num(env, o, "hostfnWakeups", (double)s.hostfn_wakeups);
   set_num(env, o, "faults", (double)s.faults);
   set_num(env, o, "timelines", (double)s.timelines);
-  napi_get_boolean(env, uvcuda_loop_adaptive(ul) != 0, &n);
+  napi_get_boolean(env, adaptive != 0, &n);
   napi_set_named_property(env, o, "adaptive", n);
   set_num(env, o, "predicted", (double)s.predicted);
   set_num(env, o, "predictHit", (double)s.predict_hit);
@@ -513,11 +533,16 @@ static napi_value js_err_text(napi_env env, napi_callback_info info, int name) {
   size_t argc = 1;
   napi_value argv[1], v;
   int32_t e;
+  double d;
   napi_valuetype t;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
   if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_number)
     return throw_type(env, "errno must be a number");
-  napi_get_value_int32(env, argv[0], &e);
+  /* As util.getSystemErrorName: an integer, not wrapped or truncated. */
+  napi_get_value_double(env, argv[0], &d);
+  if (!(d == floor(d)) || d < INT32_MIN || d > INT32_MAX)
+    return throw_range(env, "errno must be an integer in the int32 range, got %g", d);
+  e = (int32_t)d;
   napi_create_string_utf8(env, name ? uvcuda_err_name(e) : uvcuda_strerror(e),
                           NAPI_AUTO_LENGTH, &v);
   return v;

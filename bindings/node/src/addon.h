@@ -166,6 +166,12 @@ napi_value throw_illegal_constructor(napi_env env, const char *use);
 napi_value throw_closed(napi_env env, const char *what);
 /* Error CUDA_ERROR_CONTEXT_IS_DESTROYED: `what` was made before a reset. */
 napi_value throw_stale(napi_env env, const char *what, int ordinal);
+/* For stats() (src/uvcuda_napi.c): the env's loop, or NULL before its
+ * first GPU call, and the settings it has or will open with; never opens
+ * it. Throws (naming the variable) if the environment is invalid. */
+napi_status uvcuda_napi__settings(napi_env env, uvcuda_loop_t **loop,
+                                  uvcuda_completion_t *completion,
+                                  uint64_t *spin_budget_ns, int *adaptive);
 /* A named uvcuda Error (uvcuda_napi_throw). */
 napi_value throw_uv(napi_env env, int err);
 napi_value throw_cu(napi_env env, CUresult r);

@@ -987,6 +987,10 @@ static napi_value fence_any(napi_env env, napi_callback_info info) {
   if (argv[0] == NULL || napi_typeof(env, argv[0], &t) != napi_ok) t = napi_undefined;
   if (t == napi_object) {
     if (res_unwrap(env, argv[0], RES_STREAM, "stream", 0, &r) != 0) return NULL;
+    /* A Stream knows its device; one given anyway must still be a Device. */
+    if (!arg_is_undefined(env, argv[1]) &&
+        res_unwrap(env, argv[1], RES_DEVICE, "device", 0, &dev) != 0)
+      return NULL;
     if ((o = op_new(OP_FENCE, 0, 1, 0)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
     op_place(o, (struct stream_res *)r);
     op_hold(o, r);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cuda-api.h" /* uvcuda's lib/: CUresult names, no CUDA Toolkit */
+#include "options.h"  /* uvcuda's lib/: the options a loop resolves */
 
 #define ENV_MAGIC 0x75766e61u /* "uvna" */
 #define IDLE_MAX 512          /* cached idle requests per env */
@@ -210,6 +211,79 @@ static napi_status state_get(napi_env env, struct napi_state **out) {
 
 static void on_env_cleanup(napi_async_cleanup_hook_handle hook, void *arg);
 
+/* Which environment variable alone makes `in` (NULL: defaults) fail to
+ * resolve: each is tried with the others' parts set by options. NULL if
+ * none does. */
+static const char *env_culprit(const uvcuda_options_t *in) {
+  const uint32_t both = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;
+  static const char *const vars[3] = {"UVCUDA_COMPLETION", "UVCUDA_SPIN_BUDGET_US",
+                                      "UVCUDA_ADAPTIVE"};
+  struct uvcuda__opts r;
+  uvcuda_options_t base, o;
+  int i;
+
+  if (in == NULL) {
+    uvcuda_options_init(&base);
+    in = &base;
+  }
+  for (i = 0; i < 3; i++) {
+    o = *in;
+    if (i != 0 && o.completion == UVCUDA_COMPLETION_DEFAULT)
+      o.completion = UVCUDA_COMPLETION_AUTO;
+    if (i != 1 && o.spin_budget_us == -1) o.spin_budget_us = 20;
+    if (i != 2 && !(o.flags & both)) o.flags |= UVCUDA_OPT_NO_ADAPTIVE;
+    if (uvcuda__opts_resolve(&o, &r) != 0) {
+      const char *v = getenv(vars[i]);
+      if (v != NULL && v[0] != '\0') return vars[i];
+    }
+  }
+  return NULL;
+}
+
+/* uvcuda_napi_throw, naming the environment variable at fault, if any. */
+static napi_status throw_opts_error(napi_env env, int err, const uvcuda_options_t *in) {
+  char msg[256];
+  const char *var = NULL;
+  napi_value e, text;
+  napi_status s;
+
+  if (err == UVCUDA_EINVAL || err == UVCUDA_ESTRATEGY) var = env_culprit(in);
+  if (var == NULL) return uvcuda_napi_throw(env, err);
+  if ((s = uvcuda_napi_create_error(env, err, &e)) != napi_ok) return s;
+  snprintf(msg, sizeof(msg), "%s: $%s is '%.64s'", uvcuda_strerror(err), var,
+           getenv(var));
+  if ((s = napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text)) != napi_ok ||
+      (s = napi_set_named_property(env, e, "message", text)) != napi_ok ||
+      (s = napi_throw(env, e)) != napi_ok)
+    return s;
+  return napi_pending_exception;
+}
+
+napi_status uvcuda_napi__settings(napi_env env, uvcuda_loop_t **loop,
+                                  uvcuda_completion_t *completion,
+                                  uint64_t *spin_budget_ns, int *adaptive) {
+  struct napi_state *st = NULL;
+  struct uvcuda__opts r;
+  napi_status s;
+  int err;
+
+  if ((s = state_get(env, &st)) != napi_ok) return s;
+  *loop = NULL;
+  if (st->ul_ready && !st->closing) {
+    *loop = &st->ul;
+    *completion = uvcuda_loop_completion(&st->ul);
+    *spin_budget_ns = uvcuda_loop_spin_budget_ns(&st->ul);
+    *adaptive = uvcuda_loop_adaptive(&st->ul) != 0;
+    return napi_ok;
+  }
+  if ((err = uvcuda__opts_resolve(st->have_opts ? &st->opts : NULL, &r)) != 0)
+    return throw_opts_error(env, err, st->have_opts ? &st->opts : NULL);
+  *completion = r.completion;
+  *spin_budget_ns = r.spin_budget_ns;
+  *adaptive = r.adaptive;
+  return napi_ok;
+}
+
 napi_status uvcuda_napi_loop(napi_env env, uvcuda_loop_t **loop) {
   struct napi_state *st = NULL;
   uv_loop_t *uv = NULL;
@@ -222,7 +296,7 @@ napi_status uvcuda_napi_loop(napi_env env, uvcuda_loop_t **loop) {
   if (!st->ul_ready) {
     if ((s = napi_get_uv_event_loop(env, &uv)) != napi_ok) return s;
     err = uvcuda_loop_init(uv, &st->ul, st->have_opts ? &st->opts : NULL);
-    if (err != 0) return uvcuda_napi_throw(env, err);
+    if (err != 0) return throw_opts_error(env, err, st->have_opts ? &st->opts : NULL);
     st->ul.data = st;
     st->ul_ready = 1;
     s = napi_add_async_cleanup_hook(env, on_env_cleanup, st, &st->hook);

@@ -137,10 +137,97 @@ test('stream handles and fence arguments', async () => {
   assert.throws(() => uvcuda.configure({ completion: 'nope' }), rangeError);
   assert.throws(() => uvcuda.configure(1), typeError);
   assert.throws(() => uvcuda.configure({ adaptive: 'yes' }), typeError);
-  uvcuda.stats(); // creates this env's loop context, if not yet there
+  await s.fence(); // this env's loop context exists from its first awaited call on
   assert.throws(() => uvcuda.configure({ completion: 'hostfn' }),
-    { code: 'EBUSY' }); // UVCUDA_EBUSY is libuv's: too late once the context exists
+    { code: 'EBUSY' }); // UVCUDA_EBUSY is libuv's: too late now
   assert.throws(() => uvcuda.errorName('x'), typeError);
+  // A Stream knows its device; a second argument must still be a Device.
+  await rejects(() => uvcuda.fence(s, 'x'), typeError);
+  await rejects(() => uvcuda.fence(s, 42), typeError);
+  await rejects(() => uvcuda.fence(s, s), typeError);
+  await uvcuda.fence(s, dev);
+  await uvcuda.fence(s, undefined);
+});
+
+test('errorName / strerror take an integer, never a wrapped or truncated one', () => {
+  assert.equal(uvcuda.errorName(-16), 'EBUSY');
+  assert.equal(uvcuda.errorName(-30005), 'UVCUDA_ECAPTURING');
+  assert.equal(uvcuda.errorName(-20700), 'CUDA_ERROR_ILLEGAL_ADDRESS');
+  for (const bad of [NaN, 1.5, 2 ** 53, 2 ** 32 - 1, -(2 ** 31) - 1, Infinity]) {
+    assert.throws(() => uvcuda.errorName(bad), { ...rangeError, code: 'ERR_OUT_OF_RANGE' },
+      String(bad));
+    assert.throws(() => uvcuda.strerror(bad), { ...rangeError, code: 'ERR_OUT_OF_RANGE' });
+  }
+  assert.equal(typeof uvcuda.errorName(-(2 ** 31)), 'string');
+});
+
+test('a buffer detached before the call rejects ERR_INVALID_STATE, copies nothing', async () => {
+  const detach = (u8) => { structuredClone(u8.buffer, { transfer: [u8.buffer] }); return u8; };
+  const dst = detach(new Uint8Array(16));
+  await rejects(() => s.copyFromDevice(dst, m), { code: 'ERR_INVALID_STATE' });
+  const view = new DataView(new ArrayBuffer(8));
+  structuredClone(view.buffer, { transfer: [view.buffer] });
+  await rejects(() => s.copyFromDevice(view, m), { code: 'ERR_INVALID_STATE' });
+  await rejects(() => s.copyToDevice(m, detach(new Uint8Array(16))), { code: 'ERR_INVALID_STATE' });
+  await s.fence();
+});
+
+test('a throwing options getter rejects; the call does not throw', async () => {
+  const boom = new Error('boom');
+  await rejects(() => s.fence({ get signal() { throw boom; } }), (e) => e === boom);
+  const hostile = { get aborted() { throw boom; }, addEventListener() {} };
+  await rejects(() => s.fence({ signal: hostile }), (e) => e === boom);
+  const noListen = { aborted: false, addEventListener() { throw boom; } };
+  await rejects(() => s.fence({ signal: noListen }), (e) => e === boom);
+  await s.fence();
+});
+
+// Without the environment's settings in the way.
+const plainEnv = { UVCUDA_COMPLETION: '', UVCUDA_ADAPTIVE: '', UVCUDA_SPIN_BUDGET_US: '' };
+
+test('stats() is not a GPU call: zeros and the settings to come; configure() still works', async () => {
+  const res = await runChild(`
+    const out = {};
+    const s0 = uvcuda.stats();
+    Object.assign(out, { started: s0.started, completion: s0.completion,
+                         adaptive: s0.adaptive, spin: s0.spinBudgetNs, pending: s0.pending });
+    // undefined options are the defaults, as in Node core
+    uvcuda.configure({ completion: 'hostfn', spinBudgetUs: 5, adaptive: undefined,
+                       probeIntervalUs: undefined, latencyHistogram: undefined });
+    const s1 = uvcuda.stats();
+    Object.assign(out, { c1: s1.completion, spin1: s1.spinBudgetNs, a1: s1.adaptive });
+    const k = common.setup();
+    k.dev.createStream().fence().then(() => {
+      const s2 = uvcuda.stats();
+      Object.assign(out, { c2: s2.completion, started2: s2.started, resolved2: s2.resolved });
+      try { uvcuda.configure({}); out.late = 'no throw'; } catch (e) { out.late = e.code; }
+      console.log(JSON.stringify(out));
+    });`, { env: plainEnv });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), {
+    started: 0, completion: 'auto', adaptive: false, spin: 20000, pending: 0,
+    c1: 'hostfn', spin1: 5000, a1: false,
+    c2: 'hostfn', started2: 1, resolved2: 1, late: 'EBUSY',
+  });
+});
+
+test('a bad environment variable is named in the error', async () => {
+  for (const [name, value, code] of [['UVCUDA_ADAPTIVE', 'bogus', 'EINVAL'],
+    ['UVCUDA_SPIN_BUDGET_US', 'abc', 'EINVAL'], ['UVCUDA_COMPLETION', 'nope', 'UVCUDA_ESTRATEGY']]) {
+    const res = await runChild(`
+      const out = {};
+      try { uvcuda.stats(); out.stats = 'no throw'; } catch (e) { out.stats = [e.code, e.message]; }
+      const k = common.setup();
+      k.dev.createStream().fence().then(() => { out.fence = 'resolved'; },
+        (e) => { out.fence = [e.code, e.message]; }).then(() => console.log(JSON.stringify(out)));`,
+    { env: { ...plainEnv, [name]: value } });
+    assert.equal(res.status, 0, res.stderr);
+    const out = lastJson(res);
+    for (const k of ['stats', 'fence']) {
+      assert.equal(out[k][0], code, `${name}: ${k}`);
+      assert.match(out[k][1], new RegExp(`\\$${name} is '${value}'`), `${name}: ${k}`);
+    }
+  }
 });
 
 test('closed objects: TypeError UVCUDA_ECLOSING', async () => {
@@ -264,7 +351,7 @@ nodeTest('no driver: named errors, thrown synchronously (rejected by fence)', as
     const grab = (f) => { try { f(); return 'no throw'; } catch (e) { return info(e); } };
     out.info = grab(() => uvcuda.driverInfo());
     out.open = grab(() => uvcuda.openDevice(0));
-    out.stats = grab(() => uvcuda.stats());
+    out.stats = uvcuda.stats().started === 0 ? 'zeros' : 'not zeros'; // not a GPU call
     out.count = grab(() => uvcuda.deviceCount());
     uvcuda.fence(12345n).then(() => 'resolved', info).then((r) => {
       out.fence = r;
@@ -274,7 +361,7 @@ nodeTest('no driver: named errors, thrown synchronously (rejected by fence)', as
   assert.equal(res.status, 0, res.stderr);
   const out = lastJson(res);
   const e = { name: 'Error', code: 'UVCUDA_ENODRIVER', errno: -30001, dl: true };
-  assert.deepEqual(out, { info: e, open: e, fence: e, stats: e, count: e });
+  assert.deepEqual(out, { info: e, open: e, fence: e, stats: 'zeros', count: e });
 });
 
 test('no device and missing entry points: named errors', async () => {

@@ -71,6 +71,16 @@ export async function main(): Promise<void> {
     }
   }
 
+  // Options: readonly, and undefined for "the default".
+  const opts = { completion: 'auto', adaptive: undefined, spinBudgetUs: 20 } as const;
+  uvcuda.configure(opts);
+  const st: uvcuda.Stats = uvcuda.stats();
+  void st.spinBudgetNs;
+  // @ts-expect-error: not a strategy
+  uvcuda.configure({ completion: 'fast' });
+  // @ts-expect-error: errno is a number
+  uvcuda.errorName('EBUSY');
+
   // @ts-expect-error: 4 dimensions
   await s.launch(add, [1, 1, 1, 1], 1, args);
   // @ts-expect-error: 'int' is not a parameter type
