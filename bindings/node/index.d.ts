@@ -88,7 +88,8 @@ export type Completion = 'auto' | 'reactor' | 'hostfn' | 'hostfn-spin' | 'hostfn
 export interface ConfigureOptions {
   /** How completion reaches the loop (default: $UVCUDA_COMPLETION, else 'auto'). */
   completion?: Completion | undefined;
-  /** Spin on the loop thread before arming, in µs (0..1000000; default 20). */
+  /** Spin on the loop thread before arming, in µs (0..1000000; default:
+   * $UVCUDA_SPIN_BUDGET_US, else 20). */
   spinBudgetUs?: number | undefined;
   /** Fault probe interval while armed, in µs (50..2000; default 1000). */
   probeIntervalUs?: number | undefined;
