@@ -60,6 +60,22 @@ test('the ESM entry exports every name the CommonJS entry has, and the same valu
   assert.deepEqual(out, { missing: [], extra: [], differ: [], defaultIsCjs: true });
 });
 
+test('a failed load is catchable from ESM as from CommonJS', () => {
+  // Node 20 reports an error thrown while a statically imported CommonJS
+  // module loads as uncaught even when import() is caught: an app could
+  // not treat uvcuda as optional from ESM.
+  const code = `import('uvcuda').then(() => console.log('loaded'),
+    (e) => console.log('caught ' + e.code));`;
+  for (const args of [['--input-type=module', '-e', code], ['-e', code]]) {
+    const r = spawnSync(process.execPath, args, {
+      cwd: app, encoding: 'utf8',
+      env: { ...process.env, UVCUDA_NODE_ADDON: path.join(app, 'no-such-addon.node') },
+    });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'caught MODULE_NOT_FOUND', r.stderr);
+  }
+});
+
 test('package.json: exports map with types, import and require', () => {
   const pkg = require('../package.json');
   const dot = pkg.exports['.'];
