@@ -123,7 +123,12 @@ export interface Stats {
   prewakes: number;
   /** ns the loop thread spent spinning (with or without adaptive). */
   spinNs: number;
-  /** Promises of this env not yet settled. */
+  /** Calls of this env whose GPU work was started and awaited (a future
+   * started), and how those settled. A call refused before its work
+   * started (bad arguments, a closed object, UVCUDA_ENOTSUP) is in none of
+   * them, and an aborted call's work still completes: it counts as
+   * resolved or rejected by what the work did, not as the AbortError its
+   * caller saw. pending: started, not yet settled. */
   pending: number;
   awaited: number;
   resolved: number;
