@@ -270,7 +270,9 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   if (!running && !joining) {
     stopping = 0;
     seen_epoch = uvcuda__context_epoch();
-    err = uv_thread_create(&thread, reactor_main, NULL);
+    /* Refused (EAGAIN: out of threads or memory for a stack): exhausted
+     * resources, the documented UVCUDA_ENOMEM. */
+    err = uv_thread_create(&thread, reactor_main, NULL) == 0 ? 0 : UVCUDA_ENOMEM;
     if (err == 0) running = 1;
   }
   if (err == 0) {

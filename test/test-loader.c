@@ -1,8 +1,11 @@
 /* Driver loading against the simulated driver. Each case runs in a fresh
  * child process, since loading happens once per process; the parent never
  * touches the driver. */
+#define _GNU_SOURCE 1 /* RTLD_NEXT */
 #include "tu.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +236,67 @@ static void no_device(void **state) {
   expect_child(c_no_device, NULL);
 }
 
+/* Thread creation refused on demand: libuv's uv_thread_create calls
+ * pthread_create, and this executable's definition comes first in symbol
+ * lookup; otherwise it passes the call on. */
+static volatile int refuse_threads;
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *,
+                                 void *(*)(void *), void *);
+
+int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
+                   void *arg) {
+  static pthread_create_fn real;
+  if (refuse_threads) return EAGAIN;
+  if (real == NULL) {
+    void *p = dlsym(RTLD_NEXT, "pthread_create");
+    memcpy(&real, &p, sizeof(p));
+  }
+  return real(t, a, fn, arg);
+}
+
+static void on_ul_closed(uvcuda_loop_t *ul) { *(int *)ul->data = 1; }
+
+static int open_close(uv_loop_t *loop) {
+  uvcuda_loop_t ul;
+  int closed = 0;
+  CHECK(uvcuda_loop_init(loop, &ul, NULL) == 0);
+  ul.data = &closed;
+  CHECK(uvcuda_loop_close(&ul, on_ul_closed) == 0);
+  CHECK(uv_run(loop, UV_RUN_DEFAULT) == 0);
+  CHECK(closed == 1);
+  return 0;
+}
+
+/* Out of threads (the reactor's can't start): a documented error,
+ * UVCUDA_ENOMEM, and nothing left on the loop; it works once threads can
+ * be made again. */
+static int c_no_threads(void *arg) {
+  uv_loop_t loop;
+  uvcuda_loop_t ul;
+  int rc;
+  (void)arg;
+  CHECK(uvcuda_driver_load() == 0);
+  CHECK(uv_loop_init(&loop) == 0);
+  /* Once with threads: what the driver and the context records start is
+   * there before threads are refused; the last close joins the reactor. */
+  if ((rc = open_close(&loop)) != 0) return rc;
+  refuse_threads = 1;
+  rc = uvcuda_loop_init(&loop, &ul, NULL);
+  refuse_threads = 0;
+  if (rc != UVCUDA_ENOMEM)
+    fprintf(stderr, "uvcuda_loop_init without threads: %s\n", uvcuda_err_name(rc));
+  CHECK(rc == UVCUDA_ENOMEM);
+  CHECK(uv_run(&loop, UV_RUN_NOWAIT) == 0);
+  if ((rc = open_close(&loop)) != 0) return rc;
+  CHECK(uv_loop_close(&loop) == 0);
+  return 0;
+}
+
+static void out_of_threads_is_enomem(void **state) {
+  (void)state;
+  expect_child(c_no_threads, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(loads_the_simulated_driver),
@@ -245,6 +309,7 @@ int main(void) {
       cmocka_unit_test(memops_are_probed),
       cmocka_unit_test(concurrent_first_use),
       cmocka_unit_test(no_device),
+      cmocka_unit_test(out_of_threads_is_enomem),
   };
   if (getenv("UVCUDA_LIBCUDA") == NULL) {
     fprintf(stderr, "UVCUDA_LIBCUDA must name the simulated driver\n");
