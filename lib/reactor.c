@@ -28,6 +28,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
  * phase, takes it every pass; a short spin beats a futex sleep. */
 static pthread_mutex_t mu;
 static pthread_cond_t cond;
+static pthread_cond_t joined; /* a joiner is done: an attach may start one */
 static uv_thread_t thread;
 static int running, stopping, parked, joining;
 /* sleeping: in a timed wait of the back-off (not parked); kicked: a counter
@@ -52,7 +53,8 @@ static void init_once(void) {
 #endif
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  if (pthread_mutex_init(&mu, &ma) != 0 || pthread_cond_init(&cond, &ca) != 0)
+  if (pthread_mutex_init(&mu, &ma) != 0 || pthread_cond_init(&cond, &ca) != 0 ||
+      pthread_cond_init(&joined, NULL) != 0)
     abort();
   pthread_mutexattr_destroy(&ma);
   pthread_condattr_destroy(&ca);
@@ -267,7 +269,11 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   uvcuda__queue_init(&c->fired);
   atomic_init(&c->rang, 0);
   lock_loopside();
-  if (!running && !joining) {
+  /* The last loop to leave is joining the thread: wait for it (the thread
+   * is stopping, a few µs), then start one here, so that a refusal is
+   * this attach's error and never a loop left without a reactor. */
+  while (joining) pthread_cond_wait(&joined, &mu);
+  if (!running) {
     stopping = 0;
     seen_epoch = uvcuda__context_epoch();
     /* Refused (EAGAIN: out of threads or memory for a stack): exhausted
@@ -309,12 +315,7 @@ void uvcuda__reactor_detach(struct uvcuda__rclient *c) {
   pthread_mutex_lock(&mu);
   running = 0;
   joining = 0;
-  /* A loop attached while the thread was stopping found it "running" and
-   * started none: start one for it now. */
-  if (users > 0) {
-    stopping = 0;
-    if (uv_thread_create(&thread, reactor_main, NULL) == 0) running = 1;
-  }
+  pthread_cond_broadcast(&joined);
   pthread_mutex_unlock(&mu);
 }
 

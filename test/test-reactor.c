@@ -206,6 +206,72 @@ static void loops_share_the_reactor(void **state) {
 
 /* ---- reactor lifetime ---- */
 
+/* Loops opened while the last one closes (the reactor thread being
+ * joined) each get a running reactor: every future completes. */
+typedef struct {
+  int rounds, done, errors;
+  volatile int fired; /* this round's callback ran */
+  CUstream s;
+} churn_t;
+
+static void on_churn(uvcuda_future_t *f, int status) {
+  churn_t *c = f->data;
+  if (status != 0) c->errors++;
+  c->done++;
+  c->fired = 1;
+}
+
+static void *churn_thread(void *arg) {
+  churn_t *c = arg;
+  uvcuda_options_t o;
+  int i;
+  tu.cuCtxSetCurrent(tu_ctx);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_REACTOR;
+  o.spin_budget_us = 0; /* armed at once: only the reactor completes it */
+  for (i = 0; i < c->rounds; i++) {
+    uv_loop_t uv;
+    uvcuda_loop_t ul;
+    uvcuda_future_t f;
+    if (uv_loop_init(&uv) != 0 || uvcuda_loop_init(&uv, &ul, &o) != 0) {
+      c->errors++;
+      return NULL;
+    }
+    uvcuda_future_init(&ul, &f);
+    f.data = c;
+    c->fired = 0;
+    if (uvcuda_future_start(&f, c->s, NULL, on_churn) != 0 ||
+        tu_run_until(&uv, &c->fired, 10000) != 0)
+      c->errors++;
+    uvcuda_future_close(&f, NULL);
+    uv_run(&uv, UV_RUN_DEFAULT);
+    if (uvcuda_loop_close(&ul, NULL) != 0) c->errors++;
+    uv_run(&uv, UV_RUN_DEFAULT);
+    if (uv_loop_close(&uv) != 0) c->errors++;
+  }
+  return NULL;
+}
+
+static void a_loop_opened_while_the_last_closes_gets_a_reactor(void **state) {
+  enum { T = 3, ROUNDS = 150 };
+  churn_t c[T];
+  pthread_t t[T];
+  int i;
+  (void)state;
+  for (i = 0; i < T; i++) {
+    memset(&c[i], 0, sizeof(c[i]));
+    c[i].rounds = ROUNDS;
+    c[i].s = tu_stream();
+    assert_int_equal(pthread_create(&t[i], NULL, churn_thread, &c[i]), 0);
+  }
+  for (i = 0; i < T; i++) pthread_join(t[i], NULL);
+  for (i = 0; i < T; i++) {
+    assert_int_equal(c[i].errors, 0);
+    assert_int_equal(c[i].done, ROUNDS);
+  }
+  assert_false(uvcuda__reactor_running());
+}
+
 static void reactor_runs_while_loops_need_it(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *a, *b, *p;
@@ -503,6 +569,7 @@ int main(int argc, char **argv) {
       CASE(park_unpark_races, NULL),
       CASE(arm_wakes_a_sleeping_reactor, NULL),
       CASE(loops_share_the_reactor, NULL),
+      CASE(a_loop_opened_while_the_last_closes_gets_a_reactor, NULL),
   };
   const struct CMUnitTest fault_tests[] = {
       CASE(fault_fails_all_pending, (void *)UVCUDA_COMPLETION_AUTO),
