@@ -163,12 +163,21 @@ static int usable(struct fz *z, int i) {
   return !st->made || !z->made_dead[st->made - 1];
 }
 
-/* A stream to start on: a device's primary context or a made context. */
+/* A stream to start on: a device's primary context or a made context.
+ * Device 0's primary streams always are (recreate_stream keeps them
+ * there); should none be, that is the fuzzer's own violation, never a
+ * spin here (it once spun forever once faults had killed every made
+ * context its streams had been moved to). */
 static int pick_stream(struct fz *z) {
-  for (;;) {
-    int i = (int)(rnd(z) % NST);
+  int k, i;
+  for (k = 0; k < 64 * NST; k++) {
+    i = (int)(rnd(z) % NST);
     if (usable(z, i)) return i;
   }
+  for (i = 0; i < NST; i++)
+    if (usable(z, i)) return i;
+  violation(z, "no usable stream left", -1);
+  return 0;
 }
 
 static void on_cb(uvcuda_future_t *f, int status);
@@ -248,6 +257,7 @@ static void recreate_stream(struct fz *z) {
   st->s = NULL;
   j = (int)(rnd(z) % (NC + 1)); /* 0: device 0's primary context */
   if (j > 0 && z->made_dead[j - 1]) j = 0;
+  if (i < NS) j = 0; /* device 0's own streams stay there: always usable */
   ctx = j ? z->made[j - 1] : tu_ctx;
   tu.cuCtxSetCurrent(ctx);
   if (tu.cuStreamCreate(&st->s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
