@@ -100,7 +100,10 @@ static void ring(struct uvcuda__rclient *c) {
   uv_async_send(c->async); /* under mu: a loop detaches under mu first */
 }
 
-/* One pass over every armed counter. Caller holds mu. */
+/* One pass over every armed counter. Caller holds mu. A loop is rung at
+ * its first hit, not after the rest of the scan: its wake-up (µs) then
+ * overlaps the scan's tail, which grows with the counters armed; what
+ * fires meanwhile is on its fired queue before it can take mu. */
 static int scan(void) {
   struct uvcuda__queue *cq, *q, *next;
   uint64_t now = 0;
@@ -121,12 +124,10 @@ static int scan(void) {
       }
       uvcuda__queue_remove(q); /* the loop re-arms what is still pending */
       uvcuda__queue_insert_tail(&c->fired, q);
+      if (!hit) ring(c);
       hit = 1;
     }
-    if (hit) {
-      ring(c);
-      fired = 1;
-    }
+    fired |= hit;
   }
   return fired;
 }
