@@ -19,7 +19,7 @@ run() { # tag lib [bench options]
   shift 2
   echo "### $tag (libuvcuda from $lib)"
   LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" timeout 120 "$B/bench/uvcuda-bench" \
-    --section scaling "$@" 2>&1 | sed -n '/^ *uvcuda-auto  /p;/^ *raw-spin  /p;/^ *memop-spin  /p;/^ *uvcuda-poll  /p;/scaling: uvcuda-auto/p'
+    --section scaling "$@" 2>&1 | sed -n '/^ *uvcuda-auto  /p;/phases, p50/p;/^ *raw-spin  /p;/^ *memop-spin  /p;/^ *uvcuda-poll  /p;/scaling: uvcuda-auto/p'
 }
 for i in $(seq 1 "$ROUNDS"); do
   run "A-old round $i" "$OLD" "$@"

@@ -14,6 +14,9 @@
 #   --ab=OLD_SRC       build the library at OLD_SRC (a source tree of an older
 #                      revision) and run bench/ab.sh and bench/ab-server.sh
 #                      (ROUNDS, default 3) against it, interleaved
+#   --scaling-ab=OLD_SRC[,N]
+#                      bench/ab-scaling.sh against the library at OLD_SRC, N
+#                      interleaved rounds (default 2), adaptive off then on
 #   --t20[=N]          what #20 still needs: the throughput and scaling sections
 #                      with adaptive off and on (UVCUDA_ADAPTIVE), N rounds of
 #                      throughput (default 2), then ab-server.sh today vs adaptive
@@ -40,6 +43,18 @@ if [ ! -f "$B/.built" ]; then
   rm -f "$OUT/build.log"
   touch "$B/.built"
 fi
+
+# The library at OLD_SRC (an older revision's source tree), once, into
+# /tmp/uvcuda-old, for the A/B steps.
+build_old() {
+  [ -f /tmp/uvcuda-old/libuvcuda.so.0 ] && return 0
+  meson setup /tmp/uvcuda-old-build "$1" -Dtests=disabled -Dbench=disabled \
+    -Dexamples=disabled --buildtype=release > "$OUT/ab-build.log" 2>&1 &&
+    meson compile -C /tmp/uvcuda-old-build >> "$OUT/ab-build.log" 2>&1 ||
+    { tail -20 "$OUT/ab-build.log"; return 1; }
+  mkdir -p /tmp/uvcuda-old
+  cp -a /tmp/uvcuda-old-build/libuvcuda.so* /tmp/uvcuda-old/
+}
 
 status=0
 for a in "$@"; do
@@ -93,18 +108,18 @@ for a in "$@"; do
       cat "$OUT/driver-facts.txt"
       ;;
     --ab=*)
-      old=${a#--ab=}
-      if [ ! -f /tmp/uvcuda-old/libuvcuda.so.0 ]; then
-        meson setup /tmp/uvcuda-old-build "$old" -Dtests=disabled -Dbench=disabled \
-          -Dexamples=disabled --buildtype=release > "$OUT/ab-build.log" 2>&1 &&
-          meson compile -C /tmp/uvcuda-old-build >> "$OUT/ab-build.log" 2>&1 ||
-          { tail -20 "$OUT/ab-build.log"; status=1; continue; }
-        mkdir -p /tmp/uvcuda-old
-        cp -a /tmp/uvcuda-old-build/libuvcuda.so* /tmp/uvcuda-old/
-      fi
+      build_old "${a#--ab=}" || { status=1; continue; }
       bench/ab.sh "$B" /tmp/uvcuda-old "$OUT" || status=1
       bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" \
         old:/tmp/uvcuda-old:auto new:"$B":auto || status=1
+      ;;
+    --scaling-ab=*)
+      v=${a#--scaling-ab=}; old=${v%%,*}; n=2; [ "$v" != "$old" ] && n=${v#*,}
+      build_old "$old" || { status=1; continue; }
+      for A in 0 1; do
+        UVCUDA_ADAPTIVE=$A bench/ab-scaling.sh "$B" /tmp/uvcuda-old "$OUT/scaling-ab-a$A" "$n" > /dev/null 2>&1 || status=1
+        grep -E "^###|seen -> callback|scaling: uvcuda-auto" "$OUT/scaling-ab-a$A/ab-scaling.txt" | sed "s/^/adaptive=$A: /"
+      done
       ;;
     --t20*)
       n=${a#--t20}; n=${n#=}; n=${n:-2}
