@@ -24,7 +24,6 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
   a->fd = -1;
   a->stats = stats;
   a->on_timer = on_timer;
-  a->late_ns = LATE_INIT_NS;
   uvcuda__queue_init(&a->pending);
   uvcuda__queue_init(&a->hot);
   if (!on) return 0;
@@ -95,7 +94,7 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         uint64_t budget_ns, int alone, uint64_t now) {
   struct uvcuda__timeline *tl = f->tl_;
   struct uvcuda__predict *p = &tl->pred;
-  uint64_t t0 = f->start_ns_, end, margin, lead, window;
+  uint64_t t0 = f->start_ns_, end, margin, wake, lead, window;
 
   f->adapt_ = UVCUDA__ADAPT_NONE;
   if (!a->on || budget_ns == 0 || tl->mode == UVCUDA__TL_HOSTFN ||
@@ -117,20 +116,31 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
     return 1;
   }
   /* Beyond it: armed now, woken `lead` before the end (the wake-up's
-   * own lateness plus two deviations), polled until `margin` after it.
+   * own lateness, its spread included, plus two deviations of the work),
+   * polled until `margin` after it.
    * The window from the expected wake-up is at most the spin budget plus
    * four deviations, and never over WINDOW_MAX_NS. */
-  lead = a->late_ns + 2 * p->dev_ns + 2 * US;
+  wake = uvcuda__adapt_wake_lead(a);
+  lead = wake + 2 * p->dev_ns + 2 * US;
   f->wake_ns_ = end > t0 + lead ? end - lead : t0;
   f->hot_until_ns_ = end + margin;
   window = budget_ns + 4 * p->dev_ns;
   if (window > WINDOW_MAX_NS) window = WINDOW_MAX_NS;
-  if (f->hot_until_ns_ > f->wake_ns_ + a->late_ns + window)
-    f->hot_until_ns_ = f->wake_ns_ + a->late_ns + window;
+  if (f->hot_until_ns_ > f->wake_ns_ + wake + window)
+    f->hot_until_ns_ = f->wake_ns_ + wake + window;
   uvcuda__spin_arm(set, f, now);
   f->adapt_ = UVCUDA__ADAPT_PENDING;
   pending_insert(a, f);
   return 1;
+}
+
+uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a) {
+  uint64_t lead;
+  if (a->late.n == 0) return LATE_INIT_NS;
+  /* The mean alone left a third of 2 ms futures done before the loop
+   * looked (H200, run 11): a wake-up after a long sleep varies. */
+  lead = a->late.mean_ns + 4 * a->late.dev_ns;
+  return lead < LATE_MAX_NS ? lead : LATE_MAX_NS;
 }
 
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
@@ -143,7 +153,7 @@ void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
   if (a->timer_at != 0 && now >= a->timer_at) {
     uint64_t late = now - a->timer_at;
     if (late > LATE_MAX_NS) late = LATE_MAX_NS;
-    a->late_ns = a->late_ns - a->late_ns / 8 + late / 8;
+    uvcuda__predict_add(&a->late, late);
     a->stats->prewakes++;
   }
   while (!uvcuda__queue_empty(&a->pending)) {

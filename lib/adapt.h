@@ -13,12 +13,15 @@
  * libuv timers tick in ms; a timerfd (CLOCK_MONOTONIC, uv_hrtime's clock,
  * absolute ns) in a uv_poll_t wakes the loop's own epoll within ~µs of the
  * deadline and needs no other thread. `lead` learns how late the wake-ups
- * run. Linux only. */
+ * run: their smoothed mean plus four deviations (predict.h's estimator), so
+ * wake-ups that vary, as after a long sleep, start early enough. Linux
+ * only. */
 #ifndef UVCUDA_ADAPT_H
 #define UVCUDA_ADAPT_H
 
 #include <stdint.h>
 
+#include "predict.h"
 #include "queue.h"
 #include "spin.h"
 #include "timeline.h"
@@ -29,7 +32,7 @@ struct uvcuda__adapt {
   uv_poll_t poll;
   int poll_on;
   uint64_t timer_at;            /* the timerfd's expiry, 0: disarmed */
-  uint64_t late_ns;             /* smoothed lateness of a wake-up */
+  struct uvcuda__predict late;  /* how late the wake-ups run */
   struct uvcuda__queue pending; /* PENDING futures by wake time */
   struct uvcuda__queue hot;     /* HOT futures */
   uvcuda_stats_t *stats;
@@ -51,6 +54,9 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         struct uvcuda__tlset *set, uvcuda_future_t *f,
                         uint64_t budget_ns, int alone,
                         uint64_t now);
+/* How long before a predicted end the loop is woken for the wake-up
+ * itself: the lateness seen so far, mean + 4 deviations, 200 µs at most. */
+uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a);
 /* The timer fired (pass.c's poll callback): the futures due become HOT. */
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adapt.h"
 #include "counter.h"
 #include "loop.h"
 #include "simcuda.h"
@@ -492,6 +493,37 @@ static void loop_close_never_waits_for_the_device(void **state) {
   tu_stream_destroy(s2);
 }
 
+/* The pre-wake's lead for the wake-up itself: wake-ups that vary around
+ * the same mean lead by more than steady ones, and a stalled loop never
+ * teaches more than 200 µs. (With the mean alone, a third of the H200's
+ * 2 ms futures were done before the loop looked.) The timer's expiry and
+ * the wake-up times are fed in by hand: no clock, no loop. */
+static uint64_t lead_after(const uint64_t *late, int n, int rounds) {
+  struct uvcuda__adapt a;
+  uvcuda_stats_t st;
+  uint64_t at = 1000000000u;
+  int i;
+  memset(&st, 0, sizeof(st));
+  assert_int_equal(uvcuda__adapt_init(&a, NULL, 0, &st, NULL), 0);
+  for (i = 0; i < n * rounds; i++) {
+    a.timer_at = at;
+    uvcuda__adapt_fire(&a, at + late[i % n]);
+    at += 2000000u;
+  }
+  assert_int_equal(st.prewakes, (uint64_t)(n * rounds));
+  return uvcuda__adapt_wake_lead(&a);
+}
+
+static void prewake_lead_covers_the_spread_of_wakeups(void **state) {
+  static const uint64_t steady[] = {30000}, varied[] = {10000, 50000},
+                        stalled[] = {1000000000u};
+  uint64_t ls = lead_after(steady, 1, 40), lv = lead_after(varied, 2, 20);
+  (void)state;
+  assert_true(ls >= 30000 && ls <= 31000);
+  assert_true(lv >= ls + 4 * 15000); /* four deviations of ~20 µs */
+  assert_int_equal(lead_after(stalled, 1, 5), 200000);
+}
+
 /* A failed case may have left calls held or failures staged: the next
  * case must not inherit them (the loops' teardown needs the driver). */
 static int teardown(void **state) {
@@ -521,6 +553,7 @@ int main(void) {
       CASE(wakeup_cost_is_per_fired_timeline, NULL),
       CASE(stuck_probe_never_blocks_the_loop, NULL),
       CASE(loop_close_never_waits_for_the_device, NULL),
+      cmocka_unit_test(prewake_lead_covers_the_spread_of_wakeups),
   };
   const struct CMUnitTest child_tests[] = {
       CHILD(host_task_modes_on_13_2, NULL),
