@@ -5,6 +5,7 @@
 #   source .gpu-deps/env.sh && test/gpu.sh [steps...]
 # steps:
 #   --tests            the gpu suite (+ the sim suites there, cheap) and the demo
+#   --tests-quick      the gpu suite without contract-gpu (~330 s)
 #   --contract[=F]     test-contract on the GPU (cases whose label contains F),
 #                      with a backtrace on a crash, to $OUT/contract-gpu.log
 #   --bench[=S,S]      bench/run.sh, all sections or the ones named
@@ -70,6 +71,17 @@ for a in "$@"; do
       meson test -C "$B" --suite unit --suite sim --num-processes 8 > /tmp/sim-test.log 2>&1
       echo "sim suites on the GPU host: rc=$?"; grep -E "^(Ok|Fail|Skipped|Timeout):" /tmp/sim-test.log
       "$B/examples/uvcuda-demo" 2>&1 | tee "$OUT/demo.log"
+      ;;
+    --tests-quick)
+      # The gpu suite but contract-gpu (~330 s): for a call that also measures.
+      { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } \
+        > "$OUT/gpu-test.log" 2>&1
+      names=$(meson test -C "$B" --list --suite gpu 2>/dev/null | grep ' / ' | sed 's#.* / ##' | grep -v '^contract-gpu$')
+      # shellcheck disable=SC2086
+      meson test -C "$B" -v --num-processes 1 --timeout-multiplier 0.3 $names \
+        >> "$OUT/gpu-test.log" 2>&1 || status=1
+      grep -E "^\[  (PASSED|FAILED|SKIPPED) |^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):|ERROR|^# (pass|fail|skip)" \
+        "$OUT/gpu-test.log"
       ;;
     --contract*)
       f=${a#--contract}; f=${f#=}
