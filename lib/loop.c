@@ -72,6 +72,8 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
     free(l);
     return err;
   }
+  /* Only now may the reactor ring the async handle. */
+  if (l->reactor_attached) uvcuda__reactor_listen(&l->rc);
   l->handles_to_close = l->adapt.on ? 3 : 2;
   ul->loop = loop;
   ul->internal_ = l;

@@ -268,6 +268,7 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   uvcuda__queue_init(&c->armed);
   uvcuda__queue_init(&c->probed);
   uvcuda__queue_init(&c->fired);
+  uvcuda__queue_init(&c->node); /* not a client until listen */
   atomic_init(&c->rang, 0);
   lock_loopside();
   /* The last loop to leave is joining the thread: wait for it (the thread
@@ -282,12 +283,15 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
     err = uv_thread_create(&thread, reactor_main, NULL) == 0 ? 0 : UVCUDA_ENOMEM;
     if (err == 0) running = 1;
   }
-  if (err == 0) {
-    users++;
-    uvcuda__queue_insert_tail(&clients, &c->node);
-  }
+  if (err == 0) users++;
   pthread_mutex_unlock(&mu);
   return err;
+}
+
+void uvcuda__reactor_listen(struct uvcuda__rclient *c) {
+  lock_loopside();
+  uvcuda__queue_insert_tail(&clients, &c->node);
+  pthread_mutex_unlock(&mu);
 }
 
 static void unwatch_all(struct uvcuda__queue *h) {

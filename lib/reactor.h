@@ -27,6 +27,9 @@ struct uvcuda__rclient {
 
 /* Starts the thread for the first client. Loop thread. */
 int uvcuda__reactor_attach(struct uvcuda__rclient *c);
+/* From here the reactor may ring c->async, which must exist by then (a
+ * fault rings every client). Loop thread, after attach. */
+void uvcuda__reactor_listen(struct uvcuda__rclient *c);
 /* From here the reactor never touches c or its watches; the last client
  * joins the thread. Loop thread. */
 void uvcuda__reactor_detach(struct uvcuda__rclient *c);

@@ -38,8 +38,9 @@ static void *run(void *arg) {
 
 static void fuzz_threads(void **state) {
   int nthreads = (int)(uintptr_t)*state, i;
-  if (nthreads > max_loops) skip();
   pthread_t t[4];
+  if (nthreads > max_loops) skip();
+  tu_backtrace_on_crash(); /* a crash on a loop thread, not cmocka's longjmp */
   job_t j[4];
   for (i = 0; i < nthreads; i++) {
     j[i].seed = seed * 16 + (uint64_t)(nthreads * 4 + i);

@@ -134,7 +134,8 @@ int tu_in_child(int (*fn)(void *), void *arg) {
  * (cuda-gdb changed the timing enough to hide one): a backtrace on stderr,
  * then exit 139. cmocka installs its own handler around each case (one that
  * longjmps back into the case, wrong from another thread): call this at the
- * start of the case. Only where UVCUDA_TEST_BACKTRACE is set. */
+ * start of the case. Only where UVCUDA_TEST_BACKTRACE is set; with
+ * UVCUDA_TEST_CORE too, the signal is then raised again for a core. */
 static void crash(int sig) {
   void *pc[64];
   char line[96];
@@ -143,6 +144,10 @@ static void crash(int sig) {
                  (long)syscall(SYS_gettid), (long)getpid());
   if (write(2, line, (size_t)len) < 0) _exit(139);
   backtrace_symbols_fd(pc, n, 2);
+  if (getenv("UVCUDA_TEST_CORE")) { /* and a core file, where allowed */
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
   _exit(139);
 }
 
