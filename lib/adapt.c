@@ -17,6 +17,7 @@
 #define LATE_MAX_NS (200u * US) /* a stalled loop must not teach a huge lead */
 #define DUE_SLACK_NS (1u * US)  /* wake-ups this close together share one */
 #define WINDOW_MAX_NS (200u * US) /* the longest a pre-woken loop spins */
+#define BACKOFF_MAX 64u /* predictions left out after early ones, at most */
 
 int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
                        uvcuda_stats_t *stats, uv_poll_cb on_timer) {
@@ -106,6 +107,14 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
    * work (predicting the example server's futures cost it 12-20 % of its
    * requests/s on the H200; docs/benchmarks.md, run 11). */
   if (!alone || !uvcuda__predict_trusted(p)) return 0;
+  /* A prediction that came out early cost the spin that would have caught
+   * the work: the example server's lone futures, learnt under load, ran
+   * shorter and every one was early (H200). The next ones take the fixed
+   * budget, twice as many after each early one in a row. */
+  if (a->skip > 0) {
+    a->skip--;
+    return 0;
+  }
   end = t0 + p->mean_ns; /* learnt from start to seen */
   margin = 2 * p->dev_ns + 2 * US;
   a->stats->predicted++;
@@ -196,14 +205,20 @@ void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
   switch (f->adapt_) {
     case UVCUDA__ADAPT_SPIN:
       if (ok) a->stats->predict_hit++;
+      if (ok) a->backoff = 0;
       break;
     case UVCUDA__ADAPT_PENDING:
-      if (ok) a->stats->predict_early++;
+      if (ok) {
+        a->stats->predict_early++;
+        a->backoff = a->backoff == 0 ? 1 : a->backoff < BACKOFF_MAX ? 2 * a->backoff : BACKOFF_MAX;
+        a->skip = a->backoff;
+      }
       uvcuda__queue_remove(&f->pw_node_);
       if (uvcuda__queue_empty(&a->pending)) set_timer(a, 0);
       break;
     case UVCUDA__ADAPT_HOT:
       if (ok) a->stats->predict_hit++;
+      if (ok) a->backoff = 0;
       uvcuda__queue_remove(&f->pw_node_);
       break;
     default: break;

@@ -33,6 +33,7 @@ struct uvcuda__adapt {
   int poll_on;
   uint64_t timer_at;            /* the timerfd's expiry, 0: disarmed */
   struct uvcuda__predict late;  /* how late the wake-ups run */
+  uint32_t skip, backoff; /* predictions left out after early ones */
   struct uvcuda__queue pending; /* PENDING futures by wake time */
   struct uvcuda__queue hot;     /* HOT futures */
   uvcuda_stats_t *stats;

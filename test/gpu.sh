@@ -76,7 +76,7 @@ for a in "$@"; do
       # The gpu suite but contract-gpu (~330 s): for a call that also measures.
       { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } \
         > "$OUT/gpu-test.log" 2>&1
-      names=$(meson test -C "$B" --list --suite gpu 2>/dev/null | grep ' / ' | sed 's#.* / ##' | grep -v '^contract-gpu$')
+      names=$(meson test -C "$B" --list 2>/dev/null | grep -E '^[^ ]*[:+]gpu(\+[^ ]*)? / ' | sed 's#.* / ##' | grep -v '^contract-gpu$')
       # shellcheck disable=SC2086
       meson test -C "$B" -v --num-processes 1 --timeout-multiplier 0.3 $names \
         >> "$OUT/gpu-test.log" 2>&1 || status=1
