@@ -18,6 +18,7 @@
 #   --scaling-ab=OLD_SRC[,N]
 #                      bench/ab-scaling.sh against the library at OLD_SRC, N
 #                      interleaved rounds (default 2), adaptive off then on
+#   --ab-adaptive      ab-server.sh today vs adaptive only (ROUNDS, default 3)
 #   --t20[=N]          what #20 still needs: the throughput and scaling sections
 #                      with adaptive off and on (UVCUDA_ADAPTIVE), N rounds of
 #                      throughput (default 2), then ab-server.sh today vs adaptive
@@ -132,6 +133,9 @@ for a in "$@"; do
         UVCUDA_ADAPTIVE=$A bench/ab-scaling.sh "$B" /tmp/uvcuda-old "$OUT/scaling-ab-a$A" "$n" > /dev/null 2>&1 || status=1
         grep -E "^###|seen -> callback|scaling: uvcuda-auto" "$OUT/scaling-ab-a$A/ab-scaling.txt" | sed "s/^/adaptive=$A: /"
       done
+      ;;
+    --ab-adaptive)
+      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" today:"$B":auto:0 adaptive:"$B":auto:1 || status=1
       ;;
     --t20*)
       n=${a#--t20}; n=${n#=}; n=${n:-2}
