@@ -171,9 +171,10 @@ UVCUDA_EXTERN int uvcuda_completion_parse(const char *name,
 /* Adaptive spin and pre-wake (docs/api.md, "Adaptive spin"): each stream's
  * recent enqueue -> done times choose, per future, how long to spin, or to
  * arm at once and wake the loop thread shortly before the predicted end.
- * The spin budget bounds every spin before a future is armed; the polled
- * window after a pre-wake is at most the budget plus four deviations of
- * the stream's times, never over 200 µs. ADAPTIVE turns it
+ * The spin budget bounds every spin before a future is armed; after a
+ * pre-wake the loop polls from the timer for at most the wake-up's lead
+ * plus the budget and four deviations of the stream's times (each part
+ * 200 µs at most). ADAPTIVE turns it
  * on, NO_ADAPTIVE off; with neither, env UVCUDA_ADAPTIVE ("1"/"0"), else
  * off. Both: UVCUDA_EINVAL. */
 #define UVCUDA_OPT_ADAPTIVE 0x4u

@@ -126,9 +126,8 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
   }
   /* Beyond it: armed now, woken `lead` before the end (the wake-up's
    * own lateness, its spread included, plus two deviations of the work),
-   * polled until `margin` after it.
-   * The window from the expected wake-up is at most the spin budget plus
-   * four deviations, and never over WINDOW_MAX_NS. */
+   * polled until `margin` after it: from the timer, at most the wake-up's
+   * lead plus the spin budget and four deviations (WINDOW_MAX_NS). */
   wake = uvcuda__adapt_wake_lead(a);
   lead = wake + 2 * p->dev_ns + 2 * US;
   f->wake_ns_ = end > t0 + lead ? end - lead : t0;
