@@ -198,26 +198,33 @@ void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
   }
 }
 
+static void hit(struct uvcuda__adapt *a) {
+  a->stats->predict_hit++;
+  a->backoff = 0;
+}
+
+/* The next a->backoff predictions are left out: 1, 2, 4 ... BACKOFF_MAX. */
+static void early(struct uvcuda__adapt *a) {
+  a->stats->predict_early++;
+  a->backoff = a->backoff == 0 ? 1 : a->backoff * 2;
+  if (a->backoff > BACKOFF_MAX) a->backoff = BACKOFF_MAX;
+  a->skip = a->backoff;
+}
+
 void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
                           int status) {
   int ok = status == 0;
   switch (f->adapt_) {
     case UVCUDA__ADAPT_SPIN:
-      if (ok) a->stats->predict_hit++;
-      if (ok) a->backoff = 0;
+      if (ok) hit(a);
       break;
     case UVCUDA__ADAPT_PENDING:
-      if (ok) {
-        a->stats->predict_early++;
-        a->backoff = a->backoff == 0 ? 1 : a->backoff < BACKOFF_MAX ? 2 * a->backoff : BACKOFF_MAX;
-        a->skip = a->backoff;
-      }
+      if (ok) early(a);
       uvcuda__queue_remove(&f->pw_node_);
       if (uvcuda__queue_empty(&a->pending)) set_timer(a, 0);
       break;
     case UVCUDA__ADAPT_HOT:
-      if (ok) a->stats->predict_hit++;
-      if (ok) a->backoff = 0;
+      if (ok) hit(a);
       uvcuda__queue_remove(&f->pw_node_);
       break;
     default: break;
