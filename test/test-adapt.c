@@ -270,28 +270,21 @@ static void mixed_lengths_are_not_predicted(void **state) {
  * a future held on a fresh stream (no history: never predicted) keeps the
  * loop busy while 6 futures of the long work run on S one after another;
  * then it is let go, and a lone future with no work starts on S. */
-typedef struct {
-  uvcuda_future_t f;
-  int done, errors;
-} one_t;
-
-static void on_one(uvcuda_future_t *f, int status) {
-  one_t *o = f->data;
-  if (status != 0) o->errors++;
-  o->done++;
-}
-
 static int op_long(uvcuda_future_t *f, uvcuda_stream_t s) {
   (void)f;
   tu_sleep((CUstream)s, rep_ns());
   return 0;
 }
 
-static void await_one(tu_fx_loop_t *e, one_t *o, CUstream s, uvcuda_op_cb op) {
-  int before = o->done;
-  TU_OK(uvcuda_future_start(&o->f, s, op, on_one));
-  while (o->done == before) uv_run(&e->uv, UV_RUN_ONCE);
-  assert_int_equal(o->errors, 0);
+/* f's data is a tu_rec_t: starts f, runs until its callback, which must
+ * succeed. */
+static void await_one(tu_fx_loop_t *e, uvcuda_future_t *f, CUstream s,
+                      uvcuda_op_cb op) {
+  tu_rec_t *r = f->data;
+  int before = r->calls;
+  TU_OK(uvcuda_future_start(f, s, op, tu_rec_done));
+  while (r->calls == before) uv_run(&e->uv, UV_RUN_ONCE);
+  assert_int_equal(r->status, 0);
 }
 
 static void early_predictions_are_backed_off(void **state) {
@@ -299,26 +292,26 @@ static void early_predictions_are_backed_off(void **state) {
   tu_fx_loop_t *e =
       open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, -1);
   enum { K = 12, LONG = 6 };
-  one_t *o = tu_fx_alloc(fx, 2 * sizeof(*o)), *busy = &o[1];
+  uvcuda_future_t *f = tu_fx_futures(fx, 2), *busy = &f[1];
+  tu_rec_t *rb = tu_fx_rec(fx);
   CUstream s = tu_stream(), g[K];
   tu_gate_t gate;
   uvcuda_stats_t st;
   int r, i;
 
-  tu_fx_track(fx, &o[0].f, 2, sizeof(*o));
-  TU_OK(uvcuda_future_init(&e->ul, &o->f));
-  TU_OK(uvcuda_future_init(&e->ul, &busy->f));
-  o->f.data = o;
-  busy->f.data = busy;
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  TU_OK(uvcuda_future_init(&e->ul, busy));
+  f->data = tu_fx_rec(fx);
+  busy->data = rb;
   tu_gate_init(&gate);
   for (r = 0; r < K; r++) g[r] = tu_stream();
   for (r = 0; r < K; r++) {
     tu_gate_hold(&gate, g[r]);
-    TU_OK(uvcuda_future_start(&busy->f, g[r], NULL, on_one));
-    for (i = 0; i < LONG; i++) await_one(e, o, s, op_long); /* not alone */
+    TU_OK(uvcuda_future_start(busy, g[r], NULL, tu_rec_done));
+    for (i = 0; i < LONG; i++) await_one(e, f, s, op_long); /* not alone */
     tu_gate_open(&gate);
-    while (busy->done == r) uv_run(&e->uv, UV_RUN_ONCE);
-    await_one(e, o, s, NULL); /* alone, no work: done at once */
+    while (rb->calls == r) uv_run(&e->uv, UV_RUN_ONCE);
+    await_one(e, f, s, NULL); /* alone, no work: done at once */
   }
   st = stats_of(e);
   /* Old behaviour: all K predicted, all early. Backed off: rounds 1, 3, 6,
@@ -327,8 +320,8 @@ static void early_predictions_are_backed_off(void **state) {
   assert_true(st.predict_early >= 1);
   assert_true(st.predicted <= K / 2);
   assert_every_prediction_counted(&st, 0);
-  TU_OK(uvcuda_future_close(&o->f, NULL));
-  TU_OK(uvcuda_future_close(&busy->f, NULL));
+  TU_OK(uvcuda_future_close(f, NULL));
+  TU_OK(uvcuda_future_close(busy, NULL));
   tu_run(&e->uv, 5000);
   for (r = 0; r < K; r++) tu_stream_destroy(g[r]);
   tu_stream_destroy(s);
