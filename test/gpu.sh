@@ -58,6 +58,11 @@ build_old() {
   cp -a /tmp/uvcuda-old-build/libuvcuda.so* /tmp/uvcuda-old/
 }
 
+# The server A/B of this build with adaptive off (today) and on.
+ab_adaptive() {
+  bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" today:"$B":auto:0 adaptive:"$B":auto:1
+}
+
 status=0
 for a in "$@"; do
   case "$a" in
@@ -139,9 +144,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
         grep -E "^###|seen -> callback|scaling: uvcuda-auto" "$OUT/scaling-ab-a$A/ab-scaling.txt" | sed "s/^/adaptive=$A: /"
       done
       ;;
-    --ab-adaptive)
-      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" today:"$B":auto:0 adaptive:"$B":auto:1 || status=1
-      ;;
+    --ab-adaptive) ab_adaptive || status=1 ;;
     --t20*)
       n=${a#--t20}; n=${n#=}; n=${n:-2}
       for r in $(seq 1 "$n"); do
@@ -156,7 +159,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
         UVCUDA_ADAPTIVE=$A bench/run.sh "$B" "$d" --section scaling > /dev/null 2>&1
         grep -E "seen -> callback|scaling: uvcuda-auto" "$d/bench.txt" | sed "s/^/adaptive=$A: /"
       done
-      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" today:"$B":auto:0 adaptive:"$B":auto:1 || status=1
+      ab_adaptive || status=1
       ;;
     --soak-start*)
       secs=${a#--soak-start}; secs=${secs#=}; secs=${secs:-300}
