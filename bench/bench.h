@@ -101,7 +101,8 @@ enum {
   SEC_IDLE = 16,
   SEC_WAKE = 32,
   SEC_ADAPT = 64,
-  SEC_ALL = 127
+  SEC_DELIVERY = 128,
+  SEC_ALL = 255
 };
 
 /* setup.c */
@@ -283,6 +284,20 @@ void run_post(run_t *r);
  * too when closing fails). Never frees r: free it unless r->abandon. */
 void run_close(run_t *r);
 int measure(run_t *r, int warmup, int n, row_t *w);
+/* measure() in parts: timed samples of one run gathered over several calls
+ * (interleaved with other runs), then made a row. */
+typedef struct {
+  double *lat; /* us, k of cap */
+  double *ph;  /* phases (r->timing), 3 x cap; NULL: none */
+  int cap, k;
+  double thr, proc; /* CPU us summed over the k samples */
+} acc_t;
+int acc_init(acc_t *a, int n, int timing);
+/* warmup untimed samples, then up to n timed ones appended to a; notes to
+ * w. 0, or -1 as measure(). */
+int measure_into(run_t *r, int warmup, int n, acc_t *a, row_t *w);
+void acc_row(acc_t *a, row_t *w);
+void acc_free(acc_t *a);
 void paths_str(char *buf, size_t n, const run_t *r);
 void on_tick(uv_timer_t *t);
 int wait_flag(uv_loop_t *loop, volatile int *flag, uint64_t timeout_ns);
@@ -317,6 +332,7 @@ CUstream pend_stream(int i);
 void section_latency(void);
 void section_spin(void);
 void section_scaling(void);
+void section_delivery(void);
 void section_throughput(void);
 void section_idle(void);
 void section_wake(void);

@@ -41,7 +41,8 @@ static const struct {
                 {"throughput", SEC_THROUGHPUT},
                 {"idle", SEC_IDLE},
                 {"wake", SEC_WAKE},
-                {"adapt", SEC_ADAPT}};
+                {"adapt", SEC_ADAPT},
+                {"delivery", SEC_DELIVERY}};
 
 static void usage(FILE *to) {
   fprintf(to,
@@ -49,8 +50,8 @@ static void usage(FILE *to) {
           "[--samples N]\n"
           "  --quick        few samples (for the simulation and smoke tests)\n"
           "  --csv FILE     write every measurement to FILE\n"
-          "  --section NAME latency, spin, scaling, throughput, idle, wake, "
-          "adapt\n"
+          "  --section NAME latency, spin, scaling, delivery, throughput, idle, "
+          "wake, adapt\n"
           "                 (repeatable; default all)\n"
           "  --samples N    timed samples per measurement (default 1000, after "
           "N/10 up to 100 warm-up)\n"
@@ -173,6 +174,7 @@ int main(int argc, char **argv) {
       {SEC_LATENCY, "latency", section_latency, 110 * SEC, 25 * SEC},
       {SEC_SPIN, "spin", section_spin, 25 * SEC, 8 * SEC},
       {SEC_SCALING, "scaling", section_scaling, 70 * SEC, 15 * SEC},
+      {SEC_DELIVERY, "delivery", section_delivery, 40 * SEC, 15 * SEC},
       {SEC_THROUGHPUT, "throughput", section_throughput, 30 * SEC, 10 * SEC},
       {SEC_IDLE, "idle", section_idle, 15 * SEC, 8 * SEC},
       {SEC_WAKE, "wake", section_wake, 10 * SEC, 4 * SEC},

@@ -193,18 +193,50 @@ void paths_str(char *buf, size_t n, const run_t *r) {
 
 /* ---- measuring ---------------------------------------------------------- */
 
-/* Warm-up, then n timed samples into row w. Returns 0, or -1 when the
- * run failed or timed out (then r->abandon says whether to leak). */
-int measure(run_t *r, int warmup, int n, row_t *w) {
+int acc_init(acc_t *a, int n, int timing) {
   size_t sz = sizeof(double) * (size_t)(n > 0 ? n : 1);
-  double *lat = malloc(sz);
-  double *ph = r->timing ? malloc(3 * sz) : NULL;
-  double thr = 0, proc = 0;
+  memset(a, 0, sizeof(*a));
+  a->cap = n;
+  a->lat = malloc(sz);
+  a->ph = timing ? malloc(3 * sz) : NULL;
+  if (a->lat == NULL) {
+    free(a->ph);
+    a->ph = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+void acc_free(acc_t *a) {
+  free(a->lat);
+  free(a->ph);
+  a->lat = a->ph = NULL;
+}
+
+/* The timed samples so far into row w. */
+void acc_row(acc_t *a, row_t *w) {
+  int k = a->k, n = a->cap;
+  if (a->ph && k > 0) {
+    w->ph_enq = median_of(a->ph, k);
+    w->ph_seen = median_of(a->ph + n, k);
+    w->ph_deliver = median_of(a->ph + 2 * n, k);
+    row_extra(w, "enqueued_p50=%.2f;seen_p50=%.2f;seen_to_callback_p50=%.2f",
+              w->ph_enq, w->ph_seen, w->ph_deliver);
+  }
+  row_stats(w, a->lat, k);
+  if (k > 0) {
+    w->loop_cpu = a->thr / k;
+    w->proc_cpu = a->proc / k;
+  }
+}
+
+int measure_into(run_t *r, int warmup, int n, acc_t *a, row_t *w) {
+  double *ph;
+  int i, rc = 0, cap = a->cap;
   uint64_t ns = 0;
   cpu_t c0, c1;
-  int i, k = 0, rc = 0;
 
-  if (lat == NULL) return -1;
+  if (n > cap - a->k) n = cap - a->k;
   for (i = 0; i < warmup + n; i++) {
     if (past_deadline()) {
       row_note(w, "truncated by the section deadline");
@@ -235,32 +267,31 @@ int measure(run_t *r, int warmup, int n, row_t *w) {
     }
     if (i >= warmup) {
       uvcuda_timing_t t;
-      if (ph && uvcuda_run_timing(r, &t) == 0 && t.seen_ns) {
+      int k = a->k++;
+      if ((ph = a->ph) && uvcuda_run_timing(r, &t) == 0 && t.seen_ns) {
         ph[k] = (double)(t.enqueued_ns - t.start_ns) / 1e3;
-        ph[n + k] = (double)(t.seen_ns - t.start_ns) / 1e3;
-        ph[2 * n + k] = (double)(t.callback_ns - t.seen_ns) / 1e3;
+        ph[cap + k] = (double)(t.seen_ns - t.start_ns) / 1e3;
+        ph[2 * cap + k] = (double)(t.callback_ns - t.seen_ns) / 1e3;
       } else if (ph) {
         free(ph); /* incomplete: no phases for this row */
-        ph = NULL;
+        a->ph = NULL;
       }
-      lat[k++] = (double)ns / 1e3;
-      thr += c1.thr - c0.thr;
-      proc += c1.proc - c0.proc;
+      a->lat[k] = (double)ns / 1e3;
+      a->thr += c1.thr - c0.thr;
+      a->proc += c1.proc - c0.proc;
     }
   }
-  if (ph && k > 0) {
-    w->ph_enq = median_of(ph, k);
-    w->ph_seen = median_of(ph + n, k);
-    w->ph_deliver = median_of(ph + 2 * n, k);
-    row_extra(w, "enqueued_p50=%.2f;seen_p50=%.2f;seen_to_callback_p50=%.2f",
-              w->ph_enq, w->ph_seen, w->ph_deliver);
-  }
-  free(ph);
-  row_stats(w, lat, k);
-  if (k > 0) {
-    w->loop_cpu = thr / k;
-    w->proc_cpu = proc / k;
-  }
-  free(lat);
   return rc ? -1 : 0;
+}
+
+/* Warm-up, then n timed samples into row w. Returns 0, or -1 when the
+ * run failed or timed out (then r->abandon says whether to leak). */
+int measure(run_t *r, int warmup, int n, row_t *w) {
+  acc_t a;
+  int rc;
+  if (acc_init(&a, n, r->timing) != 0) return -1;
+  rc = measure_into(r, warmup, n, &a, w);
+  acc_row(&a, w);
+  acc_free(&a);
+  return rc;
 }

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { A_REP, A_MIXED, A_BIMODAL };
 
@@ -97,78 +98,143 @@ static void adapt_print(const row_t *w, const uvcuda_stats_t *d,
   fflush(stdout);
 }
 
-/* One method on one workload, a fresh loop; lens: per-sample lengths
- * (warm-up first), NULL for the same length every time. */
-static void adapt_run(int ai, int mi, const uint64_t *lens, int nlens) {
+/* The methods take turns in this many blocks of samples, each block in a
+ * rotated order: the GPU's and the host's drift over a workload's seconds
+ * (a 2 ms p50 moved 13 us between two runs of one method, H200 run 12)
+ * then falls on every method alike instead of on whichever ran last. */
+#define ADAPT_BLOCKS 10
+
+/* One method's run on one workload: a fresh loop, kept open while the
+ * methods take turns. */
+typedef struct {
+  int mi, uv, have, adaptive, ok;
+  run_t *r;
+  row_t w;
+  acc_t acc;
+  uvcuda_stats_t s0, d;
+} arun_t;
+
+/* lens: per-sample lengths (warm-up first), NULL for the same length every
+ * time. */
+static void arun_open(arun_t *a, int ai, int mi, const uint64_t *lens,
+                      int nlens) {
   const method_t *m = &METHODS[mi];
   const workload_t *wl = &AWL[ai].wl;
-  int warmup = bench.opt.warmup, n = bench.opt.samples, rc, i;
-  int uv = m->ops == &uvcuda_ops, have = 0, adaptive = -2; /* not asked */
-  uvcuda_stats_t s0, s1, d;
-  char paths[160] = "-";
-  run_t *r;
-  row_t w, wu;
+  int rc;
+  row_t wu;
 
-  row_init(&w, "adapt", m->name, wl->name, wl->us);
-  r = run_new(m, bench.timed, wl, -1);
-  if (r == NULL) return;
-  if (lens) run_lengths(r, lens, nlens);
-  rc = run_open(r);
-  if (rc != 0) {
-    row_note(&w, "%s: %s", rc > 0 ? "skipped" : "error", r->err);
-    if (rc < 0) bench.errors++;
-  } else {
-    /* The warm-up apart, so that the stats deltas cover what the latency
-     * and CPU figures cover: the timed samples. */
-    row_init(&wu, "adapt", m->name, wl->name, wl->us);
-    if (measure(r, 0, warmup, &wu) != 0) {
-      row_note(&w, "warm-up: %s", wu.note);
-    } else {
-      if (uv && uvcuda_loop_stats(uvcuda_run_loop(r), &s0) == 0) have = 1;
-      measure(r, 0, n, &w);
-      if (have && uvcuda_loop_stats(uvcuda_run_loop(r), &s1) == 0)
-        stats_sub(&d, &s1, &s0);
-      else
-        have = 0;
-    }
-    if (uv) adaptive = uvcuda_run_adaptive(r);
+  memset(a, 0, sizeof(*a));
+  a->mi = mi;
+  a->uv = m->ops == &uvcuda_ops;
+  a->adaptive = -2; /* not asked */
+  row_init(&a->w, "adapt", m->name, wl->name, wl->us);
+  if (acc_init(&a->acc, bench.opt.samples, 0) != 0) {
+    row_note(&a->w, "error: out of memory");
+    bench.errors++;
+    return;
   }
-  run_close(r); /* leaks on abandon */
-  if (w.n > 0) row_extra(&w, "cpu_pct_of_wait=%.1f",
-                         100 * w.loop_cpu / w.mean);
-  if (lens && w.n > 0) {
+  a->r = run_new(m, bench.timed, wl, -1);
+  if (a->r == NULL) return;
+  if (lens) run_lengths(a->r, lens, nlens);
+  rc = run_open(a->r);
+  if (rc != 0) {
+    row_note(&a->w, "%s: %s", rc > 0 ? "skipped" : "error", a->r->err);
+    if (rc < 0) bench.errors++;
+    return;
+  }
+  /* The warm-up apart, so that the stats deltas cover what the latency
+   * and CPU figures cover: the timed samples. */
+  row_init(&wu, "adapt", m->name, wl->name, wl->us);
+  if (measure(a->r, 0, bench.opt.warmup, &wu) != 0) {
+    row_note(&a->w, "warm-up: %s", wu.note);
+    return;
+  }
+  if (a->uv && uvcuda_loop_stats(uvcuda_run_loop(a->r), &a->s0) == 0)
+    a->have = 1;
+  a->ok = 1;
+}
+
+static void arun_block(arun_t *a, int n) {
+  if (!a->ok) return;
+  if (measure_into(a->r, 0, n, &a->acc, &a->w) != 0) a->ok = 0;
+}
+
+static void arun_close(arun_t *a, const uint64_t *lens) {
+  uvcuda_stats_t s1;
+  char paths[160] = "-";
+  row_t *w = &a->w;
+  run_t *r = a->r;
+  int i;
+
+  if (r != NULL && r->loop != NULL) {
+    if (a->have && uvcuda_loop_stats(uvcuda_run_loop(r), &s1) == 0)
+      stats_sub(&a->d, &s1, &a->s0);
+    else
+      a->have = 0;
+    if (a->uv) a->adaptive = uvcuda_run_adaptive(r);
+  } else {
+    a->have = 0;
+  }
+  acc_row(&a->acc, w);
+  acc_free(&a->acc);
+  if (r != NULL) run_close(r); /* leaks on abandon */
+  if (w->n > 0) row_extra(w, "cpu_pct_of_wait=%.1f;blocks=%d",
+                          100 * w->loop_cpu / w->mean, ADAPT_BLOCKS);
+  if (lens && w->n > 0) {
     double sum = 0;
-    for (i = 0; i < w.n; i++) sum += (double)lens[warmup + i];
-    row_extra(&w, "lengths_mean_us=%.1f;seed=0x%llx", sum / w.n / 1e3,
+    for (i = 0; i < w->n; i++) sum += (double)lens[bench.opt.warmup + i];
+    row_extra(w, "lengths_mean_us=%.1f;seed=0x%llx", sum / w->n / 1e3,
               (unsigned long long)ADAPT_SEED);
   }
-  if (have) {
-    stats_extra(&w, &d);
-    row_extra(&w, "predicted=%" PRIu64 ";predict_hit=%" PRIu64
-                  ";predict_early=%" PRIu64 ";predict_late=%" PRIu64
-                  ";prewakes=%" PRIu64 ";spin_us_per_op=%.2f",
-              d.predicted, d.predict_hit, d.predict_early, d.predict_late,
-              d.prewakes, w.n ? (double)d.spin_ns / 1e3 / w.n : 0.0);
+  if (a->have) {
+    uvcuda_stats_t *d = &a->d;
+    stats_extra(w, d);
+    row_extra(w, "predicted=%" PRIu64 ";predict_hit=%" PRIu64
+                 ";predict_early=%" PRIu64 ";predict_late=%" PRIu64
+                 ";prewakes=%" PRIu64 ";spin_us_per_op=%.2f",
+              d->predicted, d->predict_hit, d->predict_early, d->predict_late,
+              d->prewakes, w->n ? (double)d->spin_ns / 1e3 / w->n : 0.0);
     snprintf(paths, sizeof(paths), "spin=%" PRIu64 " reactor=%" PRIu64
-             " hostfn=%" PRIu64 "%s", d.completed_spin, d.completed_reactor,
-             d.completed_hostfn,
-             d.fallbacks ? " (fell back to host functions)" : "");
+             " hostfn=%" PRIu64 "%s", d->completed_spin, d->completed_reactor,
+             d->completed_hostfn,
+             d->fallbacks ? " (fell back to host functions)" : "");
   }
-  if (uv && r->have_stats)
-    row_extra(&w, "spin_budget_us=%.0f", (double)r->spin_ns / 1e3);
-  if (adaptive >= 0) row_extra(&w, "adaptive=%d", adaptive);
+  if (r != NULL && a->uv && r->have_stats)
+    row_extra(w, "spin_budget_us=%.0f", (double)r->spin_ns / 1e3);
+  if (a->adaptive >= 0) row_extra(w, "adaptive=%d", a->adaptive);
   /* The flag was taken but the library did not turn it on (or cannot say
    * so): the row may be uvcuda without adaptive spin, and must not read as
    * adaptive's unremarked. */
-  if (mi == M_ADAPTIVE && adaptive == 0)
-    row_note(&w, "adaptive spin is off in this library "
+  if (a->mi == M_ADAPTIVE && a->adaptive == 0)
+    row_note(w, "adaptive spin is off in this library "
              "(uvcuda_loop_adaptive = 0)");
-  else if (mi == M_ADAPTIVE && adaptive == -1)
-    row_note(&w, "this library has no uvcuda_loop_adaptive: adaptive spin "
+  else if (a->mi == M_ADAPTIVE && a->adaptive == -1)
+    row_note(w, "this library has no uvcuda_loop_adaptive: adaptive spin "
              "unconfirmed");
-  if (!r->abandon) free(r);
-  row_emit(&w);
-  adapt_print(&w, have ? &d : NULL, paths);
+  if (r != NULL && !r->abandon) free(r);
+  row_emit(w);
+  adapt_print(w, a->have ? &a->d : NULL, paths);
+}
+
+/* Every method on one workload, their samples interleaved in blocks. */
+static void adapt_workload(int ai, const uint64_t *lens, int nlens) {
+  arun_t runs[COUNT(ORDER)];
+  int n = bench.opt.samples, bs = (n + ADAPT_BLOCKS - 1) / ADAPT_BLOCKS;
+  int b, j, left;
+
+  for (j = 0; j < COUNT(ORDER); j++)
+    arun_open(&runs[j], ai, ORDER[j], lens, nlens);
+  for (b = 0, left = n; left > 0 && !past_deadline() && bench.timeouts < 2;
+       b++, left -= bs)
+    for (j = 0; j < COUNT(ORDER); j++)
+      arun_block(&runs[(j + b) % COUNT(ORDER)], left < bs ? left : bs);
+  for (j = 0; j < COUNT(ORDER); j++) {
+    if (runs[j].ok && runs[j].acc.k < n)
+      row_note(&runs[j].w, "%d of %d samples (%s)", runs[j].acc.k, n,
+               bench.timeouts >= 2 ? "two waits timed out in this section"
+                                   : "section deadline reached");
+    arun_close(&runs[j], lens);
+  }
 }
 
 /* A matrix of the section's rows: one line per method, a cell per
@@ -199,14 +265,15 @@ static void adapt_matrix(const char *title, int cpu) {
 }
 
 void section_adapt(void) {
-  int nlens = bench.opt.warmup + bench.opt.samples, ai, j;
+  int nlens = bench.opt.warmup + bench.opt.samples, ai;
   uint64_t *lens = malloc(sizeof(uint64_t) * (size_t)nlens);
 
   section_header("adapt: adaptive spin, submit -> completion, us",
                  "one kernel at a time on one stream; loopCPU: us of loop "
                  "(awaiting) thread CPU per op; cpu%wait: loopCPU / mean; "
                  "predict..spin/op: uvcuda stats over the timed samples "
-                 "(spin/op: us of spin passes per op)");
+                 "(spin/op: us of spin passes per op); the methods take "
+                 "turns in 10 blocks of samples, in a rotated order");
   if (lens == NULL) {
     printf("  out of memory\n");
     bench.errors++;
@@ -217,16 +284,14 @@ void section_adapt(void) {
     printf("\n workload %s (uvcuda_sleep_ns kernel, %s)\n", AWL[ai].wl.name,
            AWL[ai].what);
     adapt_head();
-    if (var) make_lengths(AWL[ai].kind, lens, nlens);
-    for (j = 0; j < COUNT(ORDER); j++) {
-      if (past_deadline() || bench.timeouts >= 2) {
-        printf("  %-16s skipped: %s\n", METHODS[ORDER[j]].name,
-               bench.timeouts >= 2 ? "two waits timed out in this section"
-                                   : "section deadline reached");
-        continue;
-      }
-      adapt_run(ai, ORDER[j], var ? lens : NULL, nlens);
+    if (past_deadline() || bench.timeouts >= 2) {
+      printf("  skipped: %s\n", bench.timeouts >= 2
+                                    ? "two waits timed out in this section"
+                                    : "section deadline reached");
+      continue;
     }
+    if (var) make_lengths(AWL[ai].kind, lens, nlens);
+    adapt_workload(ai, var ? lens : NULL, nlens);
   }
   free(lens);
   adapt_matrix("p50/p99 latency, us", 0);
