@@ -19,6 +19,10 @@
 #                      bench/ab-scaling.sh against the library at OLD_SRC, N
 #                      interleaved rounds (default 2), adaptive off then on
 #   --ab-adaptive      ab-server.sh today vs adaptive only (ROUNDS, default 3)
+#   --tput[=N]         N rounds (default 2) of the throughput section, adaptive
+#                      off then on
+#   --repeat=N,S[,S]   N rounds of the bench sections named (e.g. adapt,delivery),
+#                      each round to $OUT/repeat-rI, its target lines printed
 #   --t20[=N]          what #20 still needs: the throughput and scaling sections
 #                      with adaptive off and on (UVCUDA_ADAPTIVE), N rounds of
 #                      throughput (default 2), then ab-server.sh today vs adaptive
@@ -61,6 +65,18 @@ build_old() {
 # The server A/B of this build with adaptive off (today) and on.
 ab_adaptive() {
   bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-3}" today:"$B":auto:0 adaptive:"$B":auto:1
+}
+
+# $1 rounds of the throughput section, adaptive off then on.
+tput_rounds() {
+  local r A d
+  for r in $(seq 1 "$1"); do
+    for A in 0 1; do
+      d="$OUT/t20-tput-r$r-a$A"
+      UVCUDA_ADAPTIVE=$A bench/run.sh "$B" "$d" --section throughput > /dev/null 2>&1
+      grep -E "^ *(raw-launch|uvcuda-auto)|10k in flight" "$d/bench.txt" | sed "s/^/round $r adaptive=$A: /"
+    done
+  done
 }
 
 status=0
@@ -147,19 +163,26 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
     --ab-adaptive) ab_adaptive || status=1 ;;
     --t20*)
       n=${a#--t20}; n=${n#=}; n=${n:-2}
-      for r in $(seq 1 "$n"); do
-        for A in 0 1; do
-          d="$OUT/t20-tput-r$r-a$A"
-          UVCUDA_ADAPTIVE=$A bench/run.sh "$B" "$d" --section throughput > /dev/null 2>&1
-          grep -E "^ *(raw-launch|uvcuda-auto)|10k in flight" "$d/bench.txt" | sed "s/^/round $r adaptive=$A: /"
-        done
-      done
+      tput_rounds "$n"
       for A in 0 1; do
         d="$OUT/t20-scaling-a$A"
         UVCUDA_ADAPTIVE=$A bench/run.sh "$B" "$d" --section scaling > /dev/null 2>&1
         grep -E "seen -> callback|scaling: uvcuda-auto" "$d/bench.txt" | sed "s/^/adaptive=$A: /"
       done
       ab_adaptive || status=1
+      ;;
+    --tput*)
+      n=${a#--tput}; n=${n#=}; tput_rounds "${n:-2}"
+      ;;
+    --repeat=*)
+      v=${a#--repeat=}; n=${v%%,*}; args=()
+      IFS=, read -ra secs <<< "${v#*,}"
+      for s in "${secs[@]}"; do args+=(--section "$s"); done
+      for r in $(seq 1 "$n"); do
+        d="$OUT/repeat-r$r"
+        bench/run.sh "$B" "$d" "${args[@]}" > /dev/null 2>&1 || status=1
+        grep -E "^  round |pooled over|^  (adapt|delivery)[ :]" "$d/bench.txt" | grep -v "not measured$" | sed "s/^/round $r: /"
+      done
       ;;
     --soak-start*)
       secs=${a#--soak-start}; secs=${secs#=}; secs=${secs:-300}
