@@ -29,6 +29,7 @@ static const struct {
 };
 
 static const int ORDER[] = {M_RAW, M_MEMOP, M_TODAY, M_ADAPTIVE};
+enum { O_RAW, O_MEMOP, O_TODAY, O_ADAPTIVE }; /* positions in ORDER */
 
 #define ADAPT_SEED 0x75766375646164ull
 
@@ -112,6 +113,7 @@ typedef struct {
   row_t w;
   acc_t acc;
   uvcuda_stats_t s0, d;
+  char blocks[160]; /* adaptive's per-block comparison, printed under it */
 } arun_t;
 
 /* lens: per-sample lengths (warm-up first), NULL for the same length every
@@ -214,6 +216,44 @@ static void arun_close(arun_t *a, const uint64_t *lens) {
   if (r != NULL && !r->abandon) free(r);
   row_emit(w);
   adapt_print(w, a->have ? &a->d : NULL, paths);
+  if (a->blocks[0]) printf("  %-16s %s\n", "", a->blocks);
+}
+
+/* p50 of samples [from, to) of a run's timed ones, in gathering order. */
+static double slice_p50(const acc_t *a, int from, int to) {
+  double *v, m;
+  int n;
+  if (to > a->k) to = a->k;
+  if ((n = to - from) <= 0 || (v = malloc(sizeof(double) * (size_t)n)) == NULL)
+    return NAN;
+  memcpy(v, a->lat + from, sizeof(double) * (size_t)n);
+  m = median_of(v, n);
+  free(v);
+  return m;
+}
+
+/* Block by block, adaptive's p50 less the baseline's (the same block: the
+ * same stretch of time); their median and range into the adaptive row. */
+static void block_diffs(arun_t *ad, const arun_t *base, int bs) {
+  double d[ADAPT_BLOCKS], lo = NAN, hi = NAN, med;
+  int b, nb = 0;
+  for (b = 0; b < ADAPT_BLOCKS && (b + 1) * bs <= ad->acc.k &&
+              (b + 1) * bs <= base->acc.k;
+       b++) {
+    d[nb] = slice_p50(&ad->acc, b * bs, (b + 1) * bs) -
+            slice_p50(&base->acc, b * bs, (b + 1) * bs);
+    if (nb == 0 || d[nb] < lo) lo = d[nb];
+    if (nb == 0 || d[nb] > hi) hi = d[nb];
+    nb++;
+  }
+  if (nb == 0) return;
+  med = median_of(d, nb);
+  row_extra(&ad->w, "block_base=%s;blocks_diff_p50_median=%.2f;"
+            "blocks_diff_p50_min=%.2f;blocks_diff_p50_max=%.2f",
+            METHODS[base->mi].name, med, lo, hi);
+  snprintf(ad->blocks, sizeof(ad->blocks), "per block (%d of %d samples): "
+           "p50 less %s's p50 median %+.1f us, range %+.1f .. %+.1f us", nb,
+           bs, METHODS[base->mi].name, med, lo, hi);
 }
 
 /* Every method on one workload, their samples interleaved in blocks. */
@@ -228,6 +268,9 @@ static void adapt_workload(int ai, const uint64_t *lens, int nlens) {
        b++, left -= bs)
     for (j = 0; j < COUNT(ORDER); j++)
       arun_block(&runs[(j + b) % COUNT(ORDER)], left < bs ? left : bs);
+  /* Learnable lengths against the floor, the others against today. */
+  block_diffs(&runs[O_ADAPTIVE], &runs[AWL[ai].kind == A_REP ? O_RAW : O_TODAY],
+              bs);
   for (j = 0; j < COUNT(ORDER); j++) {
     if (runs[j].ok && runs[j].acc.k < n)
       row_note(&runs[j].w, "%d of %d samples (%s)", runs[j].acc.k, n,
