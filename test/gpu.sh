@@ -181,7 +181,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       for r in $(seq 1 "$n"); do
         d="$OUT/repeat-r$r"
         bench/run.sh "$B" "$d" "${args[@]}" > /dev/null 2>&1 || status=1
-        grep -E "^  round |pooled over|^  (adapt|delivery)[ :]" "$d/bench.txt" | grep -v "not measured$" | sed "s/^/round $r: /"
+        grep -E "^  round |pooled over|^  (adapt|delivery)[ :]|^ *workload |^  (raw-spin|uvcuda-today|uvcuda-adaptive) |per block|phases, p50" "$d/bench.txt" | grep -v "not measured$" | sed "s/^/round $r: /"
       done
       ;;
     --soak-start*)
