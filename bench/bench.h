@@ -79,6 +79,10 @@ typedef struct {
   atomic_int hold_watch;  /* 1: the watchdog may open the hold */
   atomic_uint hold_value; /* the store that opens the current hold */
   atomic_int blocked;     /* the watchdog opened the hold */
+  /* futures pending on the held streams (held_on_done, held_on_closed) */
+  struct {
+    int done, err, closed;
+  } held;
   /* No progress for this long: the watchdog opens a stream hold
    * (scaling), then gives up on the program. Test hooks (environment, for
    * checking these paths on the simulation): UVCUDA_BENCH_STALL_S=
@@ -326,6 +330,17 @@ int hold_all(char *err, size_t errlen);
 int drain_streams(CUstream *s, int n, uint64_t timeout_ns);
 void drain_all(uint64_t timeout_ns);
 CUstream pend_stream(int i);
+/* Callbacks of the futures pending on held streams (scaling, delivery):
+ * they count into bench.held (ECANCELED is no error). */
+void held_on_done(uvcuda_future_t *f, int status);
+void held_on_closed(uvcuda_future_t *f);
+/* Runs loop until last (the newest held future) has spun out its budget:
+ * from then on all are armed, none spins (5 s at most). */
+void held_wait_armed(uv_loop_t *loop, uvcuda_future_t *last);
+/* Opens the hold and takes n such futures back on loop: all completed, all
+ * closed, the held streams drained. 0; -1 if they did not complete, -2 if
+ * they did not close (leak them then). */
+int held_take_back(uv_loop_t *loop, uvcuda_future_t *pf, int n);
 
 /* ---- sections ----------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* Held streams: cuStreamWaitValue32(GEQ) on a host-pinned word that
  * hold_open() (progress.c) stores, and waiting for streams to go idle. The
- * scaling and idle sections hold streams; the wake section holds one. */
+ * scaling, delivery and idle sections hold streams; the wake section holds
+ * one. Also the futures scaling and delivery keep pending on them. */
 #include "bench.h"
 
 #include <time.h>
@@ -74,4 +75,32 @@ void drain_all(uint64_t timeout_ns) {
 CUstream pend_stream(int i) {
   int q = i % (bench.nxctx * NPEND);
   return bench.xpend[q / NPEND][q % NPEND];
+}
+
+void held_on_done(uvcuda_future_t *f, int status) {
+  (void)f;
+  bench.held.done++;
+  if (status != 0 && status != UVCUDA_ECANCELED) bench.held.err++;
+}
+
+void held_on_closed(uvcuda_future_t *f) {
+  (void)f;
+  bench.held.closed++;
+}
+
+void held_wait_armed(uv_loop_t *loop, uvcuda_future_t *last) {
+  uint64_t t0 = uv_hrtime();
+  while (uvcuda_future_state(last) == UVCUDA_FUTURE_SPINNING &&
+         uv_hrtime() - t0 < 5 * SEC)
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
+int held_take_back(uv_loop_t *loop, uvcuda_future_t *pf, int n) {
+  int i;
+  hold_open();
+  if (wait_count(loop, &bench.held.done, n, 60 * SEC) != 0) return -1;
+  for (i = 0; i < n; i++) uvcuda_future_close(&pf[i], held_on_closed);
+  if (wait_count(loop, &bench.held.closed, n, 30 * SEC) != 0) return -2;
+  drain_all(30 * SEC);
+  return 0;
 }

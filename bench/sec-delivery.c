@@ -15,30 +15,14 @@
 #define DELIVERY_ROUNDS 6
 #define DELIVERY_N 100000
 
-static struct {
-  int done, err, closed;
-} held;
-
-static void on_held(uvcuda_future_t *f, int status) {
-  (void)f;
-  held.done++;
-  if (status != 0) held.err++;
-}
-
-static void on_held_closed(uvcuda_future_t *f) {
-  (void)f;
-  held.closed++;
-}
-
 /* n futures on the held streams, all armed (past their spin budget); 0, 1
  * at the section's deadline, or -1 with err. *started: how many were
  * started (to take back). */
 static int pend(run_t *r, uvcuda_future_t *pf, int n, int *started, char *err,
                 size_t len) {
-  uint64_t t0;
   int i, rc;
 
-  memset(&held, 0, sizeof(held));
+  memset(&bench.held, 0, sizeof(bench.held));
   *started = 0;
   if (hold_all(err, len) != 0) return -1;
   for (i = 0; i < n; i++) {
@@ -51,31 +35,17 @@ static int pend(run_t *r, uvcuda_future_t *pf, int n, int *started, char *err,
       return 1;
     }
     uvcuda_future_init(uvcuda_run_loop(r), &pf[i]);
-    rc = uvcuda_future_start(&pf[i], pend_stream(i), NULL, on_held);
+    rc = uvcuda_future_start(&pf[i], pend_stream(i), NULL, held_on_done);
     *started = i + 1; /* a failed start still needs its close */
     if (rc) {
       snprintf(err, len, "uvcuda_future_start: %s", uvcuda_err_name(rc));
-      held.done++; /* no callback will come */
-      held.err++;
+      bench.held.done++; /* no callback will come */
+      bench.held.err++;
       return -1;
     }
     if ((i & 1023) == 0) beat();
   }
-  t0 = uv_hrtime();
-  while (uvcuda_future_state(&pf[n - 1]) == UVCUDA_FUTURE_SPINNING &&
-         uv_hrtime() - t0 < 5 * SEC)
-    uv_run(r->loop, UV_RUN_NOWAIT);
-  return 0;
-}
-
-/* Opens the hold and takes the n futures back: 0, or -1 (leak them). */
-static int unpend(run_t *r, uvcuda_future_t *pf, int n) {
-  int i;
-  hold_open();
-  if (wait_count(r->loop, &held.done, n, 60 * SEC) != 0) return -1;
-  for (i = 0; i < n; i++) uvcuda_future_close(&pf[i], on_held_closed);
-  if (wait_count(r->loop, &held.closed, n, 30 * SEC) != 0) return -1;
-  drain_all(30 * SEC);
+  held_wait_armed(r->loop, &pf[n - 1]);
   return 0;
 }
 
@@ -118,7 +88,7 @@ static void pooled_row(acc_t *rounds, int nr, int N, row_t *w) {
 
 void section_delivery(void) {
   acc_t a1[DELIVERY_ROUNDS], aN[DELIVERY_ROUNDS];
-  double d1[DELIVERY_ROUNDS], dN[DELIVERY_ROUNDS], diff[DELIVERY_ROUNDS];
+  double diff[DELIVERY_ROUNDS];
   int N = DELIVERY_N, bs, i, nr = 0, rc = 0, leak = 0;
   int rounds = bench.opt.quick ? 2 : DELIVERY_ROUNDS;
   uvcuda_future_t *pf = NULL;
@@ -165,12 +135,12 @@ void section_delivery(void) {
       }
       if ((rc = pend(r, pf, N, &started, err, sizeof(err))) == 0) {
         rc = measure_into(r, 0, bs, &aN[i], w);
-        if (held.done > 0 || atomic_load(&bench.blocked)) {
+        if (bench.held.done > 0 || atomic_load(&bench.blocked)) {
           snprintf(err, sizeof(err), "the hold did not hold");
           rc = -1;
         }
       }
-      if (unpend(r, pf, started) != 0) {
+      if (held_take_back(r->loop, pf, started) != 0) {
         snprintf(err, sizeof(err), "held futures did not complete or close");
         leak = 1;
         rc = -1;
@@ -181,12 +151,11 @@ void section_delivery(void) {
       rc = 1;
     }
     if (rc == 0) {
-      d1[i] = deliver_p50(&a1[i]);
-      dN[i] = deliver_p50(&aN[i]);
-      diff[i] = dN[i] - d1[i];
+      double p1 = deliver_p50(&a1[i]), pN = deliver_p50(&aN[i]);
+      diff[i] = pN - p1;
       printf("  round %d: seen -> callback p50 %.2f (N=1), %.2f (N=%d): "
-             "%+.2f us; start -> seen p50 %.1f, %.1f\n", i + 1, d1[i], dN[i],
-             N, diff[i], seen_p50(&a1[i]), seen_p50(&aN[i]));
+             "%+.2f us; start -> seen p50 %.1f, %.1f\n", i + 1, p1, pN, N,
+             diff[i], seen_p50(&a1[i]), seen_p50(&aN[i]));
       fflush(stdout);
     } else {
       nr = i; /* this round is incomplete: left out */
@@ -202,8 +171,7 @@ void section_delivery(void) {
     double med;
     pooled_row(a1, nr, 1, &w1);
     pooled_row(aN, nr, N, &wN);
-    memcpy(d1, diff, sizeof(diff)); /* median_of sorts */
-    med = median_of(d1, nr);
+    med = median_of(diff, nr); /* sorts diff: the rounds are printed */
     row_extra(&wN, "rounds_diff_median=%.2f", med);
     row_emit(&w1);
     row_emit(&wN);

@@ -9,21 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static struct {
-  int done, err, closed;
-} pending;
-
-static void on_pending(uvcuda_future_t *f, int status) {
-  (void)f;
-  pending.done++;
-  if (status != 0 && status != UVCUDA_ECANCELED) pending.err++;
-}
-
-static void on_pending_closed(uvcuda_future_t *f) {
-  (void)f;
-  pending.closed++;
-}
-
 static void scaling_row_print(const row_t *w) {
   char a[32], b[32], c[32], d[32];
   printf("  %-14s %8.0f %9s %9s %9s %9s  %s\n", w->method, w->param,
@@ -75,9 +60,9 @@ static int measure_held(run_t *r, int ninit, row_t *w) {
              "measurement");
     return -1;
   }
-  if (pending.done > 0) {
+  if (bench.held.done > 0) {
     row_note(w, "invalid: %d held futures completed during the "
-             "measurement", pending.done);
+             "measurement", bench.held.done);
     return -1;
   }
   return rc;
@@ -124,7 +109,6 @@ static void scaling_uvcuda(const int *Ns, int nN) {
   run_t *braw, *bmem, *bpoll;
   uvcuda_future_t *pf = NULL;
   int nmax = Ns[nN - 1], ninit = 0, j, rc, ok;
-  uint64_t t_arm;
   char err[200] = "";
   run_t *r;
   row_t w;
@@ -143,7 +127,7 @@ static void scaling_uvcuda(const int *Ns, int nN) {
   rc = run_open(r);
   pf = calloc((size_t)nmax, sizeof(*pf));
   if (rc == 0 && pf != NULL) {
-    memset(&pending, 0, sizeof(pending));
+    memset(&bench.held, 0, sizeof(bench.held));
     atomic_store(&bench.blocked, 0);
     rc = hold_all(err, sizeof(err)) ? 1 : 0;
   } else {
@@ -182,13 +166,13 @@ static void scaling_uvcuda(const int *Ns, int nN) {
       }
       uvcuda_future_init(uvcuda_run_loop(r), &pf[ninit]);
       rc = uvcuda_future_start(&pf[ninit], pend_stream(ninit), NULL,
-                               on_pending);
+                               held_on_done);
       ninit++;
       if (rc) {
         snprintf(err, sizeof(err), "uvcuda_future_start: %s",
                  uvcuda_err_name(rc));
-        pending.done++; /* no callback will come */
-        pending.err++;
+        bench.held.done++; /* no callback will come */
+        bench.held.err++;
         break;
       }
       beat();
@@ -198,7 +182,7 @@ static void scaling_uvcuda(const int *Ns, int nN) {
                "%llu s with %d futures pending; the watchdog opened the hold)",
                Ns[j], (unsigned long long)(bench.stall_open_ns / SEC),
                ninit - 1);
-    } else if (pending.err) {
+    } else if (bench.held.err) {
       row_note(&w, "error: pending future failed (%s)",
                err[0] ? err : "callback error");
       bench.errors++;
@@ -206,13 +190,10 @@ static void scaling_uvcuda(const int *Ns, int nN) {
       row_note(&w, "skipped: section deadline reached with %d pending", ninit);
     } else {
       /* Let the spin budget of the new ones pass: all armed, none spin. */
-      t_arm = uv_hrtime();
-      while (uvcuda_future_state(&pf[ninit - 1]) == UVCUDA_FUTURE_SPINNING &&
-             uv_hrtime() - t_arm < 5 * SEC)
-        uv_run(r->loop, UV_RUN_NOWAIT);
-      if (pending.done > 0) {
+      held_wait_armed(r->loop, &pf[ninit - 1]);
+      if (bench.held.done > 0) {
         row_note(&w, "error: %d held futures completed: the hold did not hold",
-                 pending.done);
+                 bench.held.done);
         bench.errors++;
       } else {
         ok = measure_held(r, ninit, &w) == 0;
@@ -249,23 +230,17 @@ static void scaling_uvcuda(const int *Ns, int nN) {
     run_close(r); /* leaks r and the futures: a wait timed out */
     return;
   }
-  if (wait_count(r->loop, &pending.done, ninit, 60 * SEC) != 0) {
-    printf("  held futures did not complete after the release (%d of %d)\n",
-           pending.done, ninit);
+  if ((rc = held_take_back(r->loop, pf, ninit)) != 0) {
+    if (rc == -1)
+      printf("  held futures did not complete after the release (%d of %d)\n",
+             bench.held.done, ninit);
+    else
+      printf("  held futures did not close\n");
     bench.errors++;
     r->abandon = 1;
     run_close(r);
     return;
   }
-  for (j = 0; j < ninit; j++) uvcuda_future_close(&pf[j], on_pending_closed);
-  if (wait_count(r->loop, &pending.closed, ninit, 30 * SEC) != 0) {
-    printf("  held futures did not close\n");
-    bench.errors++;
-    r->abandon = 1;
-    run_close(r);
-    return;
-  }
-  drain_all(30 * SEC);
   run_close(r);
   if (!r->abandon) {
     free(r);
@@ -275,9 +250,11 @@ static void scaling_uvcuda(const int *Ns, int nN) {
 
 static void on_never(uv_async_t *h) { (void)h; }
 
+static int handles_closed;
+
 static void on_count_closed(uv_handle_t *h) {
   (void)h;
-  pending.closed++;
+  handles_closed++;
 }
 
 static void scaling_hostfn(const int *Ns, int nN) {
@@ -318,9 +295,9 @@ static void scaling_hostfn(const int *Ns, int nN) {
     run_close(r); /* leaks */
     return;
   }
-  pending.closed = 0;
+  handles_closed = 0;
   for (j = 0; j < nh; j++) uv_close((uv_handle_t *)&hs[j], on_count_closed);
-  if (wait_count(r->loop, &pending.closed, nh, 30 * SEC) != 0) {
+  if (wait_count(r->loop, &handles_closed, nh, 30 * SEC) != 0) {
     bench.errors++;
     r->abandon = 1;
   }
