@@ -55,6 +55,8 @@ extern "C" {
   XX(ESTRATEGY, -30008, "unknown completion strategy name")                   \
   XX(ECLOSING, -30009, "handle is closing or closed")                         \
   XX(ENOTINIT, -30010, "handle was not initialized")                          \
+  XX(EFORKED, -30011, "CUDA can't be used in a process forked after the "      \
+                      "driver was loaded")                                    \
 
 typedef enum {
 #define UVCUDA__ERR_ENUM(name, val, msg) UVCUDA_##name = (val),
@@ -98,7 +100,11 @@ typedef struct uvcuda_driver_info_s {
 /* Loads and initialises the driver once per process (thread-safe; later
  * calls return the first result). Env UVCUDA_LIBCUDA overrides the path.
  * Returns 0, UVCUDA_ENODRIVER (see uvcuda_driver_dlerror), UVCUDA_EDRIVEROLD,
- * UVCUDA_ENOSYM or UVCUDA_ECUDA(cuInit's result). Any thread. */
+ * UVCUDA_ENOSYM or UVCUDA_ECUDA(cuInit's result). Any thread.
+ * fork: CUDA does not follow it. In a child forked after a successful load,
+ * this and every call that needs the driver, the reactor or a loop or
+ * future made before the fork (init, start, close) return UVCUDA_EFORKED;
+ * load uvcuda after forking (docs/api.md, "Processes and fork"). */
 UVCUDA_EXTERN int uvcuda_driver_load(void);
 /* The dlopen/dlsym message of a failed load, or NULL. Any thread. */
 UVCUDA_EXTERN const char *uvcuda_driver_dlerror(void);

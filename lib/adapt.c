@@ -48,10 +48,14 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
 #endif
 }
 
-void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb) {
-  if (!a->on) return;
+void uvcuda__adapt_stop(struct uvcuda__adapt *a) {
   if (a->poll_on) uv_poll_stop(&a->poll);
   a->poll_on = 0;
+}
+
+void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb) {
+  if (!a->on) return;
+  uvcuda__adapt_stop(a);
   uv_close((uv_handle_t *)&a->poll, cb);
 }
 

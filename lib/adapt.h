@@ -45,6 +45,8 @@ struct uvcuda__adapt {
 int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
                        uvcuda_stats_t *stats, uv_poll_cb on_timer);
 void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb);
+/* Stops the timer's poll handle for good (a loop left in a forked child). */
+void uvcuda__adapt_stop(struct uvcuda__adapt *a);
 /* From cb: closes the timerfd. */
 void uvcuda__adapt_closed(struct uvcuda__adapt *a);
 /* future.c, after a successful start (alone: f is the loop's only pending

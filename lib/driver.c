@@ -17,6 +17,10 @@ static int load_status;
 static char load_path[512];
 static char load_error[512];
 static int load_simulated;
+/* Set in a child forked after a successful load: CUDA does not follow a
+ * fork (the driver answers CUDA_ERROR_NOT_INITIALIZED there), and neither
+ * do the reactor's and the driver's threads, so nothing may be used. */
+static volatile int forked;
 
 static const struct {
   const char *name;
@@ -141,12 +145,25 @@ static int do_load(void) {
   return 0;
 }
 
-static void load_once_fn(void) { load_status = do_load(); }
+static void on_fork_child(void) { forked = 1; }
+
+/* The handler goes in before cuInit, so no child forked after it is
+ * missed; glibc drops it if this library is unloaded. */
+static void load_once_fn(void) {
+  if (pthread_atfork(NULL, NULL, on_fork_child) != 0) {
+    load_status = fail_load(UVCUDA_ENOMEM, "pthread_atfork failed", NULL);
+    return;
+  }
+  load_status = do_load();
+}
 
 int uvcuda_driver_load(void) {
   pthread_once(&load_once, load_once_fn);
+  if (load_status == 0 && forked) return UVCUDA_EFORKED;
   return load_status;
 }
+
+int uvcuda__driver_forked(void) { return forked; }
 
 const char *uvcuda_driver_dlerror(void) {
   uvcuda_driver_load();

@@ -73,6 +73,10 @@ int uvcuda__driver_table_resolved(int i);
 /* Whether uvcuda_driver_load succeeded; the load's path. */
 int uvcuda__driver_loaded(void);
 const char *uvcuda__driver_path(void);
+/* Nonzero in a process forked after the driver was loaded (then every
+ * public call that would touch CUDA, the reactor or a loop or future made
+ * before the fork returns UVCUDA_EFORKED). */
+int uvcuda__driver_forked(void);
 int uvcuda__driver_simulated(void);
 
 /* The frame of every driver call uvcuda makes on its own behalf: the

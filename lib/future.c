@@ -19,12 +19,15 @@
 
 #define FUTURE_MAGIC 0x75766366u /* "uvcf" */
 
-static int check(const uvcuda_future_t *f) {
+/* `acts`: the call would change f (start, close), which a child forked
+ * from the loop's process may not: CUDA and the reactor stayed behind. */
+static int check(const uvcuda_future_t *f, int acts) {
   if (f == NULL) return UVCUDA_EINVAL;
   if (f->magic_ != FUTURE_MAGIC || f->loop == NULL ||
       f->loop->internal_ == NULL)
     return f->state_ == UVCUDA_FUTURE_CLOSED ? UVCUDA_ECLOSING
                                              : UVCUDA_ENOTINIT;
+  if (acts && uvcuda__driver_forked()) return UVCUDA_EFORKED;
   if (!uvcuda__on_loop_thread(f->loop->internal_)) return UVCUDA_EWRONGTHREAD;
   if (f->closing_) return UVCUDA_ECLOSING;
   return 0;
@@ -35,6 +38,7 @@ int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
   void *data;
   if (ul == NULL || f == NULL) return UVCUDA_EINVAL;
   if ((l = ul->internal_) == NULL) return UVCUDA_ENOTINIT;
+  if (uvcuda__driver_forked()) return UVCUDA_EFORKED;
   if (!uvcuda__on_loop_thread(l)) return UVCUDA_EWRONGTHREAD;
   if (l->closing) return UVCUDA_ECLOSING;
   data = f->data; /* yours: as libuv's handles, init leaves it alone */
@@ -89,7 +93,7 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
   uint64_t now;
   int err;
 
-  if ((err = check(f)) != 0) return err;
+  if ((err = check(f, 1)) != 0) return err;
   if (cb == NULL) return UVCUDA_EINVAL;
   if (f->state_ != UVCUDA_FUTURE_IDLE) return UVCUDA_EBUSY;
   l = f->loop->internal_;
@@ -128,7 +132,7 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
   struct uvcuda__loop *l;
   int err;
 
-  if ((err = check(f)) != 0) return err;
+  if ((err = check(f, 1)) != 0) return err;
   l = f->loop->internal_;
   f->closing_ = 1;
   f->close_cb_ = close_cb;
@@ -157,7 +161,7 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
 int uvcuda_future_timing(const uvcuda_future_t *f, uvcuda_timing_t *t) {
   int err;
   if (t == NULL) return UVCUDA_EINVAL;
-  err = check(f);
+  err = check(f, 0);
   /* A closing future (its cancellation callback) still has its stamps. */
   if (err == UVCUDA_ECLOSING && f->magic_ == FUTURE_MAGIC) err = 0;
   if (err != 0) return err;

@@ -101,6 +101,8 @@ int uvcuda_loop_close(uvcuda_loop_t *ul, uvcuda_loop_close_cb close_cb) {
 
   if (ul == NULL) return UVCUDA_EINVAL;
   if ((l = ul->internal_) == NULL) return UVCUDA_ENOTINIT;
+  /* The parent's loop, in a forked child: its reactor is not there. */
+  if (uvcuda__driver_forked()) return UVCUDA_EFORKED;
   if (!uvcuda__on_loop_thread(l)) return UVCUDA_EWRONGTHREAD;
   if (l->closing) return UVCUDA_ECLOSING;
   if (l->nfutures > 0) return UVCUDA_EBUSY;

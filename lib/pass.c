@@ -133,10 +133,24 @@ static void after_pass(struct uvcuda__loop *l) {
   uvcuda__loop_update_handles(l);
 }
 
+/* The parent's loop, run in a child forked after the driver was loaded:
+ * its GPU and reactor stayed behind (pinned memory may not even be
+ * mapped), so it does nothing and keeps nothing alive. */
+static int parked(struct uvcuda__loop *l) {
+  if (!uvcuda__driver_forked()) return 0;
+  if (l->idle_on) uv_idle_stop(&l->idle);
+  l->idle_on = 0;
+  uvcuda__adapt_stop(&l->adapt);
+  uv_unref((uv_handle_t *)&l->async);
+  l->async_ref = 0;
+  return 1;
+}
+
 static void on_async(uv_async_t *h) {
   struct uvcuda__loop *l = loop_of(h, async);
   struct uvcuda__queue fired, done, *q;
 
+  if (parked(l)) return;
   if (atomic_exchange_explicit(&l->rc.rang, 0, memory_order_relaxed))
     l->stats.reactor_wakeups++;
   uvcuda__queue_init(&done);
@@ -182,6 +196,7 @@ static void on_idle(uv_idle_t *h) {
   struct uvcuda__loop *l = loop_of(h, idle);
   uint64_t now = uv_hrtime();
 
+  if (parked(l)) return;
   /* The loop thread does not sleep between two passes that both spin:
    * the time between them is spin time (other handles' callbacks too). */
   if (l->spin_last_ns) l->stats.spin_ns += now - l->spin_last_ns;
@@ -198,6 +213,7 @@ static void on_timer(uv_poll_t *h, int status, int events) {
   struct uvcuda__loop *l = h->data;
   uint64_t now = uv_hrtime();
   (void)status, (void)events;
+  if (parked(l)) return;
   uvcuda__adapt_fire(&l->adapt, now);
   uvcuda__adapt_pass(&l->adapt, &l->tls, now);
   after_pass(l);

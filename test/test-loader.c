@@ -297,6 +297,151 @@ static void out_of_threads_is_enomem(void **state) {
   expect_child(c_no_threads, NULL);
 }
 
+/* ---- fork ---- */
+
+/* What a process forked after the driver was loaded inherits: a loop with
+ * one future pending (armed, its stream held by a gate) and one idle. */
+typedef struct {
+  uv_loop_t uv, uv2;
+  uvcuda_loop_t ul, ul2; /* ul2: POLL, its idle handle busy at the fork */
+  uvcuda_future_t pending, idle, polled;
+  CUstream s;
+  int calls, status;
+} forked_t;
+
+static void on_forked_done(uvcuda_future_t *f, int status) {
+  forked_t *k = f->data;
+  k->calls++;
+  if (status != 0) k->status = status;
+}
+
+/* In the child: every call that would reach the driver, the reactor or an
+ * inherited object is refused with UVCUDA_EFORKED (CUDA can't be used in
+ * a child forked after cuInit); nothing hangs, and pure calls still work. */
+static int c_forked_child(void *arg) {
+  forked_t *k = arg;
+  uvcuda_driver_info_t info;
+  uvcuda_future_t g;
+  uvcuda_loop_t ul2;
+  uvcuda_stats_t st;
+  uv_loop_t fresh;
+  void *p = &p;
+
+  CHECK(uvcuda_driver_load() == UVCUDA_EFORKED);
+  CHECK(uvcuda_driver_load() == UVCUDA_EFORKED); /* and stays so */
+  CHECK(uvcuda_driver_dlerror() == NULL);        /* the load did not fail */
+  CHECK(uvcuda_driver_info(&info) == UVCUDA_EFORKED);
+  CHECK(uvcuda_driver_symbol("cuInit", 2000, &p) == UVCUDA_EFORKED);
+  CHECK(p == NULL);
+  CHECK(uvcuda_context_health(tu_ctx) == UVCUDA_EFORKED);
+  CHECK(uvcuda_device_reset(0) == UVCUDA_EFORKED);
+  CHECK(strcmp(uvcuda_err_name(UVCUDA_EFORKED), "UVCUDA_EFORKED") == 0);
+  CHECK(strstr(uvcuda_strerror(UVCUDA_EFORKED), "fork") != NULL);
+  /* A new loop: refused before anything is added to it. */
+  CHECK(uv_loop_init(&fresh) == 0);
+  CHECK(uvcuda_loop_init(&fresh, &ul2, NULL) == UVCUDA_EFORKED);
+  CHECK(uv_run(&fresh, UV_RUN_NOWAIT) == 0);
+  CHECK(uv_loop_close(&fresh) == 0);
+  /* The parent's loop and futures: refused; their state reads as it was. */
+  CHECK(uvcuda_future_init(&k->ul, &g) == UVCUDA_EFORKED);
+  CHECK(uvcuda_future_start(&k->idle, k->s, NULL, on_forked_done) ==
+        UVCUDA_EFORKED);
+  CHECK(uvcuda_future_close(&k->pending, NULL) == UVCUDA_EFORKED);
+  CHECK(uvcuda_future_close(&k->idle, NULL) == UVCUDA_EFORKED);
+  CHECK(uvcuda_loop_close(&k->ul, NULL) == UVCUDA_EFORKED);
+  CHECK(uvcuda_future_state(&k->pending) == UVCUDA_FUTURE_ARMED);
+  CHECK(uvcuda_future_is_active(&k->pending));
+  CHECK(uvcuda_loop_stats(&k->ul, &st) == 0 && st.started == 1);
+  /* Running the parent's loops calls nothing of the parent's; one whose
+   * idle handle was busy (POLL) stops polling and lets its loop end. */
+  CHECK(uv_loop_fork(&k->uv) == 0);
+  CHECK(uv_run(&k->uv, UV_RUN_NOWAIT) >= 0);
+  CHECK(uv_loop_fork(&k->uv2) == 0);
+  CHECK(uv_run(&k->uv2, UV_RUN_DEFAULT) == 0);
+  CHECK(k->calls == 0);
+  return 0;
+}
+
+static int c_fork_after_load(void *arg) {
+  forked_t k;
+  tu_gate_t gate;
+  uvcuda_options_t o;
+  int rc;
+  (void)arg;
+
+  memset(&k, 0, sizeof(k));
+  CHECK(tu_setup(0) == 0);
+  CHECK(uv_loop_init(&k.uv) == 0);
+  CHECK(uvcuda_loop_init(&k.uv, &k.ul, NULL) == 0);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_POLL;
+  CHECK(uv_loop_init(&k.uv2) == 0);
+  CHECK(uvcuda_loop_init(&k.uv2, &k.ul2, &o) == 0);
+  k.s = tu_stream();
+  tu_gate_init(&gate);
+  tu_gate_hold(&gate, k.s);
+  CHECK(uvcuda_future_init(&k.ul, &k.pending) == 0);
+  CHECK(uvcuda_future_init(&k.ul, &k.idle) == 0);
+  CHECK(uvcuda_future_init(&k.ul2, &k.polled) == 0);
+  k.pending.data = k.idle.data = k.polled.data = &k;
+  CHECK(uvcuda_future_start(&k.pending, k.s, NULL, on_forked_done) == 0);
+  CHECK(uvcuda_future_start(&k.polled, k.s, NULL, on_forked_done) == 0);
+  while (uvcuda_future_state(&k.pending) != UVCUDA_FUTURE_ARMED)
+    uv_run(&k.uv, UV_RUN_NOWAIT); /* the spin budget runs out */
+
+  rc = tu_in_child(c_forked_child, &k);
+  if (rc != 0) fprintf(stderr, "forked child: status %d\n", rc);
+  CHECK(rc == 0);
+
+  /* The parent goes on as if nothing happened. */
+  CHECK(uvcuda_driver_load() == 0);
+  tu_gate_open(&gate);
+  CHECK(tu_run_bounded(&k.uv, 10000) == 0);
+  CHECK(tu_run_bounded(&k.uv2, 10000) == 0);
+  CHECK(k.calls == 2 && k.status == 0);
+  CHECK(uvcuda_future_close(&k.pending, NULL) == 0);
+  CHECK(uvcuda_future_close(&k.idle, NULL) == 0);
+  CHECK(uvcuda_future_close(&k.polled, NULL) == 0);
+  CHECK(uv_run(&k.uv, UV_RUN_DEFAULT) == 0); /* their close callbacks */
+  CHECK(uv_run(&k.uv2, UV_RUN_DEFAULT) == 0);
+  CHECK(uvcuda_loop_close(&k.ul, NULL) == 0);
+  CHECK(uvcuda_loop_close(&k.ul2, NULL) == 0);
+  CHECK(uv_run(&k.uv, UV_RUN_DEFAULT) == 0);
+  CHECK(uv_run(&k.uv2, UV_RUN_DEFAULT) == 0);
+  CHECK(uv_loop_close(&k.uv) == 0);
+  CHECK(uv_loop_close(&k.uv2) == 0);
+  tu_gate_free(&gate);
+  tu_stream_destroy(k.s);
+  tu_teardown();
+  return 0;
+}
+
+static void a_child_forked_after_load_is_refused(void **state) {
+  (void)state;
+  expect_child(c_fork_after_load, NULL);
+}
+
+/* Forked before any load: the child is a fresh process for uvcuda. */
+static int c_fork_before_load(void *arg) {
+  (void)arg;
+  CHECK(uvcuda_driver_load() == 0);
+  return 0;
+}
+
+static int c_forks_first(void *arg) {
+  int rc;
+  (void)arg;
+  rc = tu_in_child(c_fork_before_load, NULL);
+  CHECK(rc == 0);
+  CHECK(uvcuda_driver_load() == 0);
+  return 0;
+}
+
+static void a_child_forked_before_load_loads(void **state) {
+  (void)state;
+  expect_child(c_forks_first, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(loads_the_simulated_driver),
@@ -310,6 +455,8 @@ int main(void) {
       cmocka_unit_test(concurrent_first_use),
       cmocka_unit_test(no_device),
       cmocka_unit_test(out_of_threads_is_enomem),
+      cmocka_unit_test(a_child_forked_after_load_is_refused),
+      cmocka_unit_test(a_child_forked_before_load_loads),
   };
   if (getenv("UVCUDA_LIBCUDA") == NULL) {
     fprintf(stderr, "UVCUDA_LIBCUDA must name the simulated driver\n");

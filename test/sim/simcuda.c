@@ -193,6 +193,9 @@ struct stream {
   bool user;    /* from cuStreamCreate (else a default stream) */
   bool destroyed;
   bool busy; /* the worker is executing an op */
+  /* That op, held here too: a process forked meanwhile (which has no
+   * worker) still reaches it, so leak checkers don't call it lost. */
+  struct op *running;
   bool fault_hidden; /* SIMCUDA_BUSY_STREAMS_HIDE_FAULT: queries say NOT_READY */
   int refs;  /* worker + waiters */
   int slot;  /* index in g_slots while it owns its handle, else -1 */
@@ -975,6 +978,7 @@ static void *stream_worker(void *arg) {
     s->head = op->next;
     if (!s->head) s->tail = NULL;
     s->busy = true;
+    s->running = op;
     const bool same_gen = s->gen == s->ctx->gen;
     const CUresult fault = s->ctx->fault;
     UNLOCK();
@@ -985,6 +989,7 @@ static void *stream_worker(void *arg) {
     else if (same_gen && op->kind == OP_CALLBACK)
       dispatch_host(s, op);
     LOCK();
+    s->running = NULL;
     op_release(op);
     s->busy = false;
     pthread_cond_broadcast(&g_changed);
