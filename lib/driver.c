@@ -17,9 +17,9 @@ static int load_status;
 static char load_path[512];
 static char load_error[512];
 static int load_simulated;
-/* Set in a child forked after a successful load: CUDA does not follow a
- * fork (the driver answers CUDA_ERROR_NOT_INITIALIZED there), and neither
- * do the reactor's and the driver's threads, so nothing may be used. */
+/* Set in a child forked after the load: CUDA does not follow a fork (its
+ * use there is undefined), nor do the reactor's and the driver's threads,
+ * so nothing may be used. */
 static volatile int forked;
 
 static const struct {

@@ -12,6 +12,8 @@
 #   --server           examples/server/run-gpu.sh (uvcuda vs thread pool)
 #   --node             the Node.js gpu tests and the settle benchmark
 #   --facts[=G,G]      bench/facts/run.sh (plain-driver experiments), groups as named
+#   --fork-probe       test/gpu-probe/forkprobe.py: what the driver answers in a
+#                      child forked after cuInit, to $OUT/forkprobe.txt
 #   --ab=OLD_SRC       build the library at OLD_SRC (a source tree of an older
 #                      revision) and run bench/ab.sh and bench/ab-server.sh
 #                      (ROUNDS, default 3) against it, interleaved
@@ -161,6 +163,8 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       done
       ;;
     --ab-adaptive) ab_adaptive || status=1 ;;
+    --fork-probe)
+      timeout 60 python3 test/gpu-probe/forkprobe.py 2>&1 | tee "$OUT/forkprobe.txt" ;;
     --t20*)
       n=${a#--t20}; n=${n#=}; n=${n:-2}
       tput_rounds "$n"
