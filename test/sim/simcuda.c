@@ -298,6 +298,7 @@ static struct {
   uint64_t calls;
   CUresult fail_result;
   int fail_left; /* < 0: until cleared */
+  int fail_skip; /* calls that pass before those fail */
   bool hidden;
   bool held;              /* simcuda_hold_calls: other threads wait */
   pthread_t holder;
@@ -429,8 +430,12 @@ static CUresult enter(enum entry_id e) {
     g_entry[e].waiting--;
   }
   if (g_entry[e].fail_left != 0) {
-    r = g_entry[e].fail_result;
-    if (g_entry[e].fail_left > 0) g_entry[e].fail_left--;
+    if (g_entry[e].fail_skip > 0) {
+      g_entry[e].fail_skip--;
+    } else {
+      r = g_entry[e].fail_result;
+      if (g_entry[e].fail_left > 0) g_entry[e].fail_left--;
+    }
   }
   UNLOCK();
   return r;
@@ -3195,12 +3200,24 @@ SIMCUDA_API void simcuda_fail(const char *entry, CUresult result, int count) {
   int e = control_entry(entry, "simcuda_fail");
   if (e < 0) return;
   LOCK();
+  g_entry[e].fail_skip = 0;
   if (count == 0 || result == CUDA_SUCCESS) {
     g_entry[e].fail_left = 0;
   } else {
     g_entry[e].fail_result = result;
     g_entry[e].fail_left = count < 0 ? -1 : count;
   }
+  UNLOCK();
+}
+
+SIMCUDA_API void simcuda_fail_nth(const char *entry, CUresult result,
+                                  int nth) {
+  int e = control_entry(entry, "simcuda_fail_nth");
+  if (e < 0 || nth < 1 || result == CUDA_SUCCESS) return;
+  LOCK();
+  g_entry[e].fail_result = result;
+  g_entry[e].fail_left = 1;
+  g_entry[e].fail_skip = nth - 1;
   UNLOCK();
 }
 
@@ -3237,6 +3254,7 @@ SIMCUDA_API void simcuda_clear_failures(void) {
   LOCK();
   for (int i = 0; i < E_COUNT; i++) {
     g_entry[i].fail_left = 0;
+    g_entry[i].fail_skip = 0;
     g_entry[i].hidden = false;
   }
   UNLOCK();

@@ -52,6 +52,9 @@ SIMCUDA_API void simcuda_set_device_count(int n);
  * for its next `count` calls without doing anything; count < 0 means until
  * cleared. count == 0 or result == CUDA_SUCCESS clears it. */
 SIMCUDA_API void simcuda_fail(const char *entry, CUresult result, int count);
+/* Its nth call from now (1: the next) returns `result`, once; the calls
+ * before it work. simcuda_fail(entry, ..., 0) clears it. */
+SIMCUDA_API void simcuda_fail_nth(const char *entry, CUresult result, int nth);
 
 /* on != 0: calls of the named entry point from any thread other than the
  * caller block inside the driver until it is called again with on == 0

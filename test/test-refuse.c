@@ -1,0 +1,313 @@
+/* Refused resources, wherever the library meets them. A loop's life (init,
+ * six futures on three streams started twice, closes) runs in a fresh
+ * child with one thing refused:
+ *   nomem:   the Nth allocation (malloc, calloc, realloc, posix_memalign:
+ *            the library is linked statically with them wrapped; only the
+ *            loop thread's calls during the life count), for N = 1, 2, ...
+ *            until a life makes fewer than N;
+ *   drvfail: each driver entry point the library calls fails with
+ *            CUDA_ERROR_OUT_OF_MEMORY at its 1st..4th call, then at every
+ *            call (the simulation's simcuda_fail_nth / simcuda_fail).
+ * Whatever is refused: uvcuda_loop_init succeeds or returns the error
+ * with nothing left on the uv loop; otherwise each start's callback runs
+ * exactly once with 0 or the error (UVCUDA_ENOMEM, UVCUDA_ECUDA(2)),
+ * nothing hangs, every close completes, the uv loop can be closed, and
+ * nothing leaks (LSan is asked in each child, which leaves with _exit;
+ * valgrind checks each child by its exit status). Every life is forked
+ * before this process loads the driver. With UVCUDA_TEST_SLOW (the
+ * sanitizer and valgrind passes, where a child costs ~1 s under TSan):
+ * the auto and hostfn strategies only, and drvfail's 1st and every call.
+ * Usage: test-refuse nomem|drvfail */
+#include "tu.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "driver.h"
+#include "simcuda.h"
+
+#define NSTREAMS 3
+#define NFUT 6
+#define EVERY (-1)      /* drvfail: every call fails */
+#define HANDLED 42      /* exit: the refusal was met and handled */
+#define MAXENTRIES 64
+
+extern void __lsan_do_leak_check(void) __attribute__((weak));
+
+/* ---- nomem: the allocators, wrapped ---- */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t align, size_t n);
+
+static int armed;
+static pthread_t armed_thread;
+static long fail_at; /* the allocation refused, 1-based */
+static long seen;    /* allocations counted so far */
+static int hit;      /* fail_at was reached */
+
+static int refuse(void) {
+  if (!armed || !pthread_equal(pthread_self(), armed_thread)) return 0;
+  if (++seen != fail_at) return 0;
+  hit = 1;
+  return 1;
+}
+
+void *__wrap_malloc(size_t n) { return refuse() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t n, size_t size) {
+  return refuse() ? NULL : __real_calloc(n, size);
+}
+void *__wrap_realloc(void *p, size_t n) {
+  return refuse() ? NULL : __real_realloc(p, n);
+}
+int __wrap_posix_memalign(void **p, size_t align, size_t n) {
+  return refuse() ? ENOMEM : __real_posix_memalign(p, align, n);
+}
+
+/* ---- one loop's life ---- */
+
+typedef struct {
+  uvcuda_completion_t completion;
+  uint32_t flags;
+  int nomem;         /* 1: refuse allocation n; 0: fail a driver call */
+  long n;            /* nomem: the allocation refused */
+  const char *entry; /* drvfail: the entry point that fails */
+  int nth;           /* drvfail: its call that fails, or EVERY */
+} run_t;
+
+typedef struct {
+  int expect; /* the error a refusal gives */
+  int calls, ok, refused, other, closed;
+} tally_t;
+
+/* Exit status: 0 the life ran (nomem: with fewer than n allocations),
+ * HANDLED the refusal was met and handled, 77 no driver, 10..39 a check
+ * failed (ASan and LSan exit with 1 and 23). */
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      fprintf(stderr, "refuse: %s: check failed: %s (line %d)\n", what(r), \
+              #cond, __LINE__);                                          \
+      return 10 + __LINE__ % 30;                                         \
+    }                                                                    \
+  } while (0)
+
+static const char *what(const run_t *r) {
+  static char buf[128];
+  if (r->nomem)
+    snprintf(buf, sizeof(buf), "%s, allocation %ld refused",
+             uvcuda_completion_name(r->completion), r->n);
+  else
+    snprintf(buf, sizeof(buf), "%s, %s fails at call %d",
+             uvcuda_completion_name(r->completion), r->entry, r->nth);
+  return buf;
+}
+
+/* tu_sleep's launch with its result returned: a failure goes to the
+ * future, not to cmocka (this runs in a child). */
+static int op_sleep(uvcuda_future_t *f, uvcuda_stream_t s) {
+  uint64_t ns = 20000;
+  void *args[] = {&ns};
+  (void)f;
+  return tu.cuLaunchKernel(tu_fn_sleep, 1, 1, 1, 1, 1, 1, 0, (CUstream)s, args,
+                           NULL);
+}
+
+static void on_done(uvcuda_future_t *f, int status) {
+  tally_t *t = f->data;
+  t->calls++;
+  if (status == 0)
+    t->ok++;
+  else if (status == t->expect)
+    t->refused++;
+  else {
+    fprintf(stderr, "refuse: a future failed with %s\n", uvcuda_err_name(status));
+    t->other++;
+  }
+}
+
+static void on_closed(uvcuda_future_t *f) { ((tally_t *)f->data)->closed++; }
+
+static void arm(const run_t *r) {
+  if (r->nomem) {
+    fail_at = r->n;
+    armed_thread = pthread_self();
+    armed = 1;
+  } else if (r->nth == EVERY) {
+    simcuda_fail(r->entry, CUDA_ERROR_OUT_OF_MEMORY, -1);
+  } else {
+    simcuda_fail_nth(r->entry, CUDA_ERROR_OUT_OF_MEMORY, r->nth);
+  }
+}
+
+static void disarm(const run_t *r) {
+  armed = 0;
+  if (!r->nomem) simcuda_fail(r->entry, CUDA_SUCCESS, 0);
+}
+
+static int life(const run_t *r) {
+  CUstream s[NSTREAMS];
+  uvcuda_future_t f[NFUT];
+  uvcuda_options_t o;
+  uvcuda_loop_t ul;
+  uv_loop_t uv;
+  tally_t t;
+  int i, round, rc;
+
+  if (tu_setup(0) != 0) return 77;
+  for (i = 0; i < NSTREAMS; i++) s[i] = tu_stream();
+  CHECK(uv_loop_init(&uv) == 0);
+  uvcuda_options_init(&o);
+  o.completion = r->completion;
+  o.flags = r->flags;
+  memset(&t, 0, sizeof(t));
+  t.expect = r->nomem ? UVCUDA_ENOMEM : UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY);
+
+  arm(r);
+  rc = uvcuda_loop_init(&uv, &ul, &o);
+  if (rc != 0) {
+    disarm(r);
+    CHECK(rc == t.expect);
+    CHECK(!r->nomem || hit);
+    CHECK(uv_run(&uv, UV_RUN_NOWAIT) == 0); /* nothing was left on it */
+    CHECK(uv_loop_close(&uv) == 0);
+    if (__lsan_do_leak_check) __lsan_do_leak_check();
+    return HANDLED;
+  }
+  for (i = 0; i < NFUT; i++) {
+    f[i].data = &t;
+    CHECK(uvcuda_future_init(&ul, &f[i]) == 0);
+  }
+  /* Twice: the second round reuses what the first one made. */
+  for (round = 1; round <= 2; round++) {
+    for (i = 0; i < NFUT; i++)
+      CHECK(uvcuda_future_start(&f[i], s[i % NSTREAMS], op_sleep, on_done) == 0);
+    CHECK(tu_run_bounded(&uv, 20000) == 0);
+    CHECK(t.calls == round * NFUT);
+  }
+  for (i = 0; i < NFUT; i++) CHECK(uvcuda_future_close(&f[i], on_closed) == 0);
+  CHECK(tu_run_bounded(&uv, 20000) == 0);
+  CHECK(t.closed == NFUT);
+  CHECK(uvcuda_loop_close(&ul, NULL) == 0);
+  CHECK(tu_run_bounded(&uv, 20000) == 0);
+  disarm(r);
+  CHECK(uv_loop_close(&uv) == 0);
+
+  if (getenv("UVCUDA_TEST_VERBOSE"))
+    fprintf(stderr, "refuse: %s: %d ok, %d refused\n", what(r), t.ok, t.refused);
+  /* Only the refusal may fail a future, and only if it happened. */
+  CHECK(t.other == 0);
+  CHECK(!r->nomem || t.refused == 0 || hit);
+  for (i = 0; i < NSTREAMS; i++) tu_stream_destroy(s[i]);
+  tu_teardown();
+  if (__lsan_do_leak_check) __lsan_do_leak_check();
+  return r->nomem && !hit ? 0 : HANDLED;
+}
+
+static int child(void *arg) { return life(arg); }
+
+static const char *label(const run_t *r) {
+  return r->flags & UVCUDA_OPT_ADAPTIVE ? " adaptive" : "";
+}
+
+/* ---- nomem ---- */
+
+static void every_allocation_refused(void **state) {
+  run_t r = *(const run_t *)*state;
+  int rc;
+
+  r.nomem = 1;
+  for (r.n = 1;; r.n++) {
+    rc = tu_in_child(child, &r);
+    if (rc == 77) skip();
+    if (rc == 0) break; /* fewer than n allocations: every one was tried */
+    if (rc != HANDLED) fail_msg("%s: child exit %d", what(&r), rc);
+    if (r.n > 400) fail_msg("over 400 allocations in one loop's life");
+  }
+  print_message("%s%s: %ld allocation(s), each refused once\n",
+                uvcuda_completion_name(r.completion), label(&r), r.n - 1);
+}
+
+/* ---- drvfail ---- */
+
+static uint64_t *calls; /* per entry point, shared with the children */
+
+/* The calls of each entry point the library resolves, in one life where
+ * nothing fails: only entries and calls that happen are made to fail. */
+static int count_calls(void *arg) {
+  run_t r = *(const run_t *)arg;
+  uint64_t before[MAXENTRIES];
+  int i, n = uvcuda__driver_table_size(), rc;
+  if (tu_setup(0) != 0) return 77;
+  for (i = 0; i < n; i++)
+    before[i] = simcuda_call_count(uvcuda__driver_table_name(i));
+  r.entry = "cuInit"; /* not called again once loaded: nothing fails */
+  r.nth = EVERY;
+  if ((rc = life(&r)) != HANDLED) return rc;
+  for (i = 0; i < n; i++)
+    calls[i] = simcuda_call_count(uvcuda__driver_table_name(i)) - before[i];
+  return 0;
+}
+
+static void every_driver_call_fails(void **state) {
+  static const int nths[] = {1, 2, 3, 4, EVERY};
+  int slow = getenv("UVCUDA_TEST_SLOW") != NULL;
+  int i, j, n = uvcuda__driver_table_size(), runs = 0, rc;
+  run_t r = *(const run_t *)*state;
+
+  assert_true(n <= MAXENTRIES);
+  memset(calls, 0, MAXENTRIES * sizeof(*calls));
+  if ((rc = tu_in_child(count_calls, &r)) == 77) skip();
+  if (rc != 0) fail_msg("the life where nothing fails: child exit %d", rc);
+  for (i = 0; i < n; i++) {
+    if (calls[i] == 0) continue;
+    r.entry = uvcuda__driver_table_name(i);
+    for (j = 0; j < (int)(sizeof(nths) / sizeof(nths[0])); j++) {
+      r.nth = nths[j];
+      if (r.nth != EVERY && (uint64_t)r.nth > calls[i]) continue;
+      if (slow && r.nth != 1 && r.nth != EVERY) continue;
+      rc = tu_in_child(child, &r);
+      if (rc != HANDLED) fail_msg("%s: child exit %d", what(&r), rc);
+      runs++;
+    }
+  }
+  print_message("%s%s: %d lives, each with one entry point failing\n",
+                uvcuda_completion_name(r.completion), label(&r), runs);
+}
+
+int main(int argc, char **argv) {
+  static const run_t auto_ = {UVCUDA_COMPLETION_AUTO, 0, 0, 0, NULL, 0},
+                     hostfn = {UVCUDA_COMPLETION_HOSTFN, 0, 0, 0, NULL, 0},
+                     adaptive = {UVCUDA_COMPLETION_AUTO, UVCUDA_OPT_ADAPTIVE, 0,
+                                 0, NULL, 0},
+                     poll = {UVCUDA_COMPLETION_POLL, 0, 0, 0, NULL, 0};
+  const struct CMUnitTest nomem[] = {
+      cmocka_unit_test_prestate(every_allocation_refused, (void *)&auto_),
+      cmocka_unit_test_prestate(every_allocation_refused, (void *)&hostfn),
+      cmocka_unit_test_prestate(every_allocation_refused, (void *)&adaptive),
+      cmocka_unit_test_prestate(every_allocation_refused, (void *)&poll),
+  };
+  const struct CMUnitTest drvfail[] = {
+      cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_),
+      cmocka_unit_test_prestate(every_driver_call_fails, (void *)&hostfn),
+      cmocka_unit_test_prestate(every_driver_call_fails, (void *)&adaptive),
+      cmocka_unit_test_prestate(every_driver_call_fails, (void *)&poll),
+  };
+  size_t n = getenv("UVCUDA_TEST_SLOW") ? 2 : 4;
+
+  if (argc > 1 && strcmp(argv[1], "nomem") == 0)
+    return _cmocka_run_group_tests("nomem", nomem, n, NULL, NULL);
+  if (argc > 1 && strcmp(argv[1], "drvfail") == 0) {
+    calls = mmap(NULL, MAXENTRIES * sizeof(*calls), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (calls == MAP_FAILED) return 1;
+    return _cmocka_run_group_tests("drvfail", drvfail, n, NULL, NULL);
+  }
+  fprintf(stderr, "usage: %s nomem|drvfail\n", argv[0]);
+  return 2;
+}
