@@ -29,7 +29,8 @@ static int try_write(struct uvcuda__context *x, CUstream s, int mode,
 static void probe_caps(void) {
   struct uvcuda__context *x;
   CUdevice dev;
-  CUcontext ctx = NULL, prev = NULL;
+  struct uvcuda__drvscope sc;
+  CUcontext ctx = NULL;
   CUstream s = NULL;
   int n = 0;
 
@@ -37,15 +38,14 @@ static void probe_caps(void) {
   caps_devices = n;
   if (uvcuda__drv.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return;
   if (uvcuda__drv.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return;
-  uvcuda__drv.cuCtxGetCurrent(&prev);
-  uvcuda__drv.cuCtxSetCurrent(ctx);
+  uvcuda__drv_enter(&sc, ctx);
   if (uvcuda__context_get(ctx, &x) == 0 &&
       uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
     caps_memops32 = try_write(x, s, UVCUDA__COUNTER_MEM32, 0x5eed);
     caps_memops64 = try_write(x, s, UVCUDA__COUNTER_MEM64, 0x5eed00000001ull);
     uvcuda__drv.cuStreamDestroy(s);
   }
-  uvcuda__drv.cuCtxSetCurrent(prev);
+  uvcuda__drv_leave(&sc);
   uvcuda__drv.cuDevicePrimaryCtxRelease(dev);
 }
 

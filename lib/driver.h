@@ -88,19 +88,24 @@ struct uvcuda__drvscope {
   CUcontext prev;
   CUcontext want;
   CUstreamCaptureMode mode;
+  int mode_set; /* the exchange worked: exchange back */
 };
 
+/* What could not be read or changed is not "restored": a failed query
+ * would otherwise leave the thread with no context, or RELAXED for good. */
 static inline void uvcuda__drv_enter(struct uvcuda__drvscope *s, CUcontext c) {
-  s->prev = NULL;
+  s->prev = c;
   s->want = c;
-  uvcuda__drv.cuCtxGetCurrent(&s->prev);
-  if (s->prev != c) uvcuda__drv.cuCtxSetCurrent(c);
+  if (uvcuda__drv.cuCtxGetCurrent(&s->prev) != CUDA_SUCCESS ||
+      (s->prev != c && uvcuda__drv.cuCtxSetCurrent(c) != CUDA_SUCCESS))
+    s->prev = c;
   s->mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode);
+  s->mode_set =
+      uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode) == CUDA_SUCCESS;
 }
 
 static inline void uvcuda__drv_leave(struct uvcuda__drvscope *s) {
-  uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode);
+  if (s->mode_set) uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode);
   if (s->prev != s->want) uvcuda__drv.cuCtxSetCurrent(s->prev);
 }
 

@@ -76,8 +76,13 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     goto fail;
   }
   want = tl->ctx->cuctx;
-  uvcuda__drv.cuCtxGetCurrent(&prev);
-  if (prev != want) uvcuda__drv.cuCtxSetCurrent(want);
+  /* The caller's context, to put back: if it can't be read or the
+   * stream's can't be made current, the op can't run as promised. */
+  if ((r = uvcuda__drv.cuCtxGetCurrent(&prev)) != CUDA_SUCCESS ||
+      (prev != want && (r = uvcuda__drv.cuCtxSetCurrent(want)) != CUDA_SUCCESS)) {
+    err = UVCUDA_ECUDA(r);
+    goto fail;
+  }
   if (op != NULL) err = uvcuda__op_result(op(f, s));
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
   if (prev != want) uvcuda__drv.cuCtxSetCurrent(prev);

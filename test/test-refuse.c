@@ -74,6 +74,8 @@ int __wrap_posix_memalign(void **p, size_t align, size_t n) {
 typedef struct {
   uvcuda_completion_t completion;
   uint32_t flags;
+  int reset;         /* the life ends with uvcuda_device_reset */
+  int slow_too;      /* also run under UVCUDA_TEST_SLOW */
   int nomem;         /* 1: refuse allocation n; 0: fail a driver call */
   long n;            /* nomem: the allocation refused */
   const char *entry; /* drvfail: the entry point that fails */
@@ -82,7 +84,7 @@ typedef struct {
 
 typedef struct {
   int expect; /* the error a refusal gives */
-  int calls, ok, refused, other, closed;
+  int calls, ok, refused, destroyed, other, closed;
 } tally_t;
 
 /* Exit status: 0 the life ran (nomem: with fewer than n allocations),
@@ -125,6 +127,8 @@ static void on_done(uvcuda_future_t *f, int status) {
     t->ok++;
   else if (status == t->expect)
     t->refused++;
+  else if (status == UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED))
+    t->destroyed++; /* waited through a device reset */
   else {
     fprintf(stderr, "refuse: a future failed with %s\n", uvcuda_err_name(status));
     t->other++;
@@ -157,6 +161,9 @@ static int life(const run_t *r) {
   uvcuda_loop_t ul;
   uv_loop_t uv;
   tally_t t;
+  tu_gate_t g;
+  CUcontext cur = NULL;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   int i, round, rc;
 
   if (tu_setup(0) != 0) return 77;
@@ -168,6 +175,7 @@ static int life(const run_t *r) {
   memset(&t, 0, sizeof(t));
   t.expect = r->nomem ? UVCUDA_ENOMEM : UVCUDA_ECUDA(CUDA_ERROR_OUT_OF_MEMORY);
 
+  if (r->reset) tu_gate_init(&g); /* tu's calls before anything fails */
   arm(r);
   rc = uvcuda_loop_init(&uv, &ul, &o);
   if (rc != 0) {
@@ -190,6 +198,24 @@ static int life(const run_t *r) {
     CHECK(tu_run_bounded(&uv, 20000) == 0);
     CHECK(t.calls == round * NFUT);
   }
+  if (r->reset) {
+    /* One future waits behind a gate; the device is reset (by a loop's
+     * thread, as recover-sim does): it fails, whatever the reset says. */
+    int reset, started;
+    tu_gate_hold(&g, s[0]);
+    CHECK(uvcuda_future_start(&f[0], s[0], NULL, on_done) == 0);
+    reset = uvcuda_device_reset(0);
+    if (getenv("UVCUDA_TEST_VERBOSE"))
+      fprintf(stderr, "refuse: %s: reset %s\n", what(r), uvcuda_err_name(reset));
+    CHECK(reset == 0 || reset == t.expect);
+    /* A device that can't be looked up is not reset: nothing is retired,
+     * and the future still waits for its gate (api.md). */
+    started = !(reset != 0 && strcmp(r->entry, "cuDeviceGet") == 0);
+    if (!started) tu_gate_open(&g);
+    CHECK(tu_run_bounded(&uv, 20000) == 0);
+    CHECK(t.calls == 2 * NFUT + 1);
+    if (started) CHECK(t.ok <= 2 * NFUT); /* the gated one was retired */
+  }
   for (i = 0; i < NFUT; i++) CHECK(uvcuda_future_close(&f[i], on_closed) == 0);
   CHECK(tu_run_bounded(&uv, 20000) == 0);
   CHECK(t.closed == NFUT);
@@ -197,14 +223,28 @@ static int life(const run_t *r) {
   CHECK(tu_run_bounded(&uv, 20000) == 0);
   disarm(r);
   CHECK(uv_loop_close(&uv) == 0);
+  /* Whatever failed, this thread's context and capture mode are its own
+   * (a reset leaves no context current). The one exception: an exchange
+   * that puts the mode back, refused; the life's first exchange is the
+   * loop thread's first switch to RELAXED, never one back. */
+  CHECK(tu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS);
+  CHECK(cur == tu_ctx || r->reset);
+  CHECK(tu.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS);
+  CHECK(mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+        (!r->nomem && r->nth != 1 &&
+         strcmp(r->entry, "cuThreadExchangeStreamCaptureMode") == 0));
 
   if (getenv("UVCUDA_TEST_VERBOSE"))
     fprintf(stderr, "refuse: %s: %d ok, %d refused\n", what(r), t.ok, t.refused);
-  /* Only the refusal may fail a future, and only if it happened. */
+  /* Only the refusal (or a reset) may fail a future, and only if it
+   * happened. */
   CHECK(t.other == 0);
+  CHECK(r->reset || t.destroyed == 0);
   CHECK(!r->nomem || t.refused == 0 || hit);
-  for (i = 0; i < NSTREAMS; i++) tu_stream_destroy(s[i]);
-  tu_teardown();
+  if (!r->reset) { /* a reset took the streams and the kernels */
+    for (i = 0; i < NSTREAMS; i++) tu_stream_destroy(s[i]);
+    tu_teardown();
+  }
   if (__lsan_do_leak_check) __lsan_do_leak_check();
   return r->nomem && !hit ? 0 : HANDLED;
 }
@@ -280,33 +320,54 @@ static void every_driver_call_fails(void **state) {
                 uvcuda_completion_name(r.completion), label(&r), runs);
 }
 
+/* Under UVCUDA_TEST_SLOW, the cases marked slow_too, moved to the front:
+ * how many there are. */
+static size_t picked(struct CMUnitTest *t, size_t n) {
+  size_t i, k = 0;
+  if (!getenv("UVCUDA_TEST_SLOW")) return n;
+  for (i = 0; i < n; i++) {
+    if (((const run_t *)t[i].initial_state)->slow_too) {
+      struct CMUnitTest x = t[k];
+      t[k++] = t[i];
+      t[i] = x;
+    }
+  }
+  return k;
+}
+
 int main(int argc, char **argv) {
-  static const run_t auto_ = {UVCUDA_COMPLETION_AUTO, 0, 0, 0, NULL, 0},
-                     hostfn = {UVCUDA_COMPLETION_HOSTFN, 0, 0, 0, NULL, 0},
+  /* completion, flags, reset, slow_too */
+  static const run_t auto_ = {UVCUDA_COMPLETION_AUTO, 0, 0, 1, 0, 0, NULL, 0},
+                     hostfn = {UVCUDA_COMPLETION_HOSTFN, 0, 0, 1, 0, 0, NULL, 0},
                      adaptive = {UVCUDA_COMPLETION_AUTO, UVCUDA_OPT_ADAPTIVE, 0,
-                                 0, NULL, 0},
-                     poll = {UVCUDA_COMPLETION_POLL, 0, 0, 0, NULL, 0};
-  const struct CMUnitTest nomem[] = {
+                                 0, 0, 0, NULL, 0},
+                     poll = {UVCUDA_COMPLETION_POLL, 0, 0, 0, 0, 0, NULL, 0},
+                     auto_reset = {UVCUDA_COMPLETION_AUTO, 0, 1, 1, 0, 0, NULL, 0},
+                     hostfn_reset = {UVCUDA_COMPLETION_HOSTFN, 0, 1, 0, 0, 0,
+                                     NULL, 0};
+  struct CMUnitTest nomem[] = {
       cmocka_unit_test_prestate(every_allocation_refused, (void *)&auto_),
       cmocka_unit_test_prestate(every_allocation_refused, (void *)&hostfn),
       cmocka_unit_test_prestate(every_allocation_refused, (void *)&adaptive),
       cmocka_unit_test_prestate(every_allocation_refused, (void *)&poll),
   };
-  const struct CMUnitTest drvfail[] = {
+  struct CMUnitTest drvfail[] = {
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_),
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&hostfn),
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&adaptive),
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&poll),
+      cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_reset),
+      cmocka_unit_test_prestate(every_driver_call_fails, (void *)&hostfn_reset),
   };
-  size_t n = getenv("UVCUDA_TEST_SLOW") ? 2 : 4;
 
   if (argc > 1 && strcmp(argv[1], "nomem") == 0)
-    return _cmocka_run_group_tests("nomem", nomem, n, NULL, NULL);
+    return _cmocka_run_group_tests("nomem", nomem, picked(nomem, 4), NULL, NULL);
   if (argc > 1 && strcmp(argv[1], "drvfail") == 0) {
     calls = mmap(NULL, MAXENTRIES * sizeof(*calls), PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (calls == MAP_FAILED) return 1;
-    return _cmocka_run_group_tests("drvfail", drvfail, n, NULL, NULL);
+    return _cmocka_run_group_tests("drvfail", drvfail, picked(drvfail, 6), NULL,
+                                   NULL);
   }
   fprintf(stderr, "usage: %s nomem|drvfail\n", argv[0]);
   return 2;

@@ -42,7 +42,8 @@
   X(cuStreamQuery, 2000, 1)                \
   X(cuStreamSynchronize, 2000, 1)          \
   X(cuStreamWaitValue32, 11070, 1)         \
-  X(cuStreamWriteValue32, 11070, 1)
+  X(cuStreamWriteValue32, 11070, 1)        \
+  X(cuThreadExchangeStreamCaptureMode, 10010, 1)
 
 /* A member per entry, named as the driver names it: tab.cuStreamQuery. */
 typedef struct {
