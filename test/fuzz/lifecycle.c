@@ -1,7 +1,8 @@
 /* Lifecycle fuzzer: random sequences of loop-context init/close (switching
  * strategies), future init/start/close/restart, ops that fail, stream work
  * of random length, sticky faults (on a second simulated device, and in
- * contexts made with cuCtxCreate), streams destroyed once their futures
+ * contexts made with cuCtxCreate), driver calls of the library refused
+ * (UVCUDA_FUZZ_SKIP=refuse leaves them out), streams destroyed once their futures
  * have called back and made again (the simulation hands the handle back,
  * often to another context or another fuzzer's thread), and stream
  * captures begun on streams with pending futures, across 1-4 loops on
@@ -82,12 +83,12 @@ struct fz {
   char what[160];
   uint64_t ops;
   uint64_t ctx_inits, ctx_closes, nstarts, ncbs, ncancel, nerr, ncloses;
-  uint64_t nrecreated, nreused, ncaptures, nfaults;
+  uint64_t nrecreated, nreused, ncaptures, nfaults, nrefused;
 };
 
 /* UVCUDA_FUZZ_SKIP=capture,recreate,fault: leave those draws out (to tell
  * which one a failure needs). */
-static int skip_capture, skip_recreate, skip_fault;
+static int skip_capture, skip_recreate, skip_fault, skip_refuse;
 
 static struct {
   PFN_cuCtxCreate_v3020 cuCtxCreate;
@@ -111,6 +112,7 @@ static void fx_resolve(void) {
     skip_capture = strstr(skip, "capture") != NULL;
     skip_recreate = strstr(skip, "recreate") != NULL;
     skip_fault = strstr(skip, "fault") != NULL;
+    skip_refuse = strstr(skip, "refuse") != NULL;
   }
   fx_sym(&fx.cuCtxCreate, "cuCtxCreate", 3020);
   fx_sym(&fx.cuCtxDestroy, "cuCtxDestroy", 4000);
@@ -352,6 +354,24 @@ static void fault(struct fz *z) {
   }
 }
 
+/* A driver call of the library's refused, once, a few calls from now:
+ * only entry points this harness never calls itself (its own calls must
+ * work), with an error a driver gives (NOT_SUPPORTED: a memory op refused,
+ * which turns a timeline to host functions). Not the queries: a refused
+ * fault probe passes for a sticky fault, which the faults above cover. */
+static void refuse_call(struct fz *z) {
+  static const char *const entries[] = {
+      "cuStreamWriteValue64", "cuStreamWriteValue32", "cuMemHostRegister",
+      "cuStreamGetId",        "cuStreamGetCtx",       "cuCtxGetId",
+      "cuCtxGetDevice",       "cuStreamIsCapturing",  "cuLaunchHostFunc",
+      "cuEventRecord"};
+  static const CUresult codes[] = {CUDA_ERROR_OUT_OF_MEMORY,
+                                   CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_UNKNOWN};
+  const char *e = entries[rnd(z) % (sizeof(entries) / sizeof(entries[0]))];
+  simcuda_fail_nth(e, codes[rnd(z) % 3], 1 + (int)(rnd(z) % 8));
+  z->nrefused++;
+}
+
 int fuzz_step(struct fz *z, unsigned action) {
   int i = (int)(rnd(z) % NF), rc, live = 0, j;
   slot_t *sl = &z->s[i];
@@ -440,6 +460,9 @@ int fuzz_step(struct fz *z, unsigned action) {
     case 12: /* a capture begins or ends */
       if (rnd(z) % 4 == 0 && !skip_capture) capture_toggle(z);
       break;
+    case 13: /* a driver call refused (rarely) */
+      if (rnd(z) % 16 == 0 && !skip_refuse) refuse_call(z);
+      break;
     default: /* run the loop */
       uv_run(&z->uv, action % 2 ? UV_RUN_NOWAIT : UV_RUN_ONCE);
       break;
@@ -483,13 +506,15 @@ int fuzz_finish(struct fz *z) {
   if (!getenv("UVCUDA_FUZZ_QUIET"))
     fprintf(stderr, "fuzz: %llu ops, %llu contexts (%llu closed early), %llu starts, "
           "%llu callbacks (%llu cancelled, %llu errors), %llu streams made again "
-          "(%llu on the same handle), %llu captures, %llu faults, %llu violations\n",
+          "(%llu on the same handle), %llu captures, %llu faults, %llu driver "
+          "calls refused, %llu violations\n",
           (unsigned long long)z->ops, (unsigned long long)z->ctx_inits,
           (unsigned long long)z->ctx_closes, (unsigned long long)z->nstarts,
           (unsigned long long)z->ncbs, (unsigned long long)z->ncancel,
           (unsigned long long)z->nerr, (unsigned long long)z->nrecreated,
           (unsigned long long)z->nreused, (unsigned long long)z->ncaptures,
-          (unsigned long long)z->nfaults, (unsigned long long)z->violations);
+          (unsigned long long)z->nfaults, (unsigned long long)z->nrefused,
+          (unsigned long long)z->violations);
   uv_run(&z->uv, UV_RUN_NOWAIT);
   if (uv_loop_close(&z->uv) != 0) violation(z, "uv loop not empty", -1);
   return z->violations ? 1 : 0;
