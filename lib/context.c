@@ -99,12 +99,17 @@ static int set_fault(struct uvcuda__context *x, int r) {
   return uvcuda__context_fault(x);
 }
 
+/* A fault is an error that stays: a sticky error answers every query of
+ * the idle probe stream, so an error is asked again at once (~1 µs) and
+ * one the second query does not repeat (a refused call) condemns nothing. */
 int uvcuda__context_query(struct uvcuda__context *x) {
   struct uvcuda__drvscope sc;
   CUresult r;
   if (!uvcuda__context_pin(x)) return uvcuda__context_fault(x);
   uvcuda__drv_enter(&sc, x->cuctx);
   r = uvcuda__drv.cuStreamQuery(x->probe);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+    r = uvcuda__drv.cuStreamQuery(x->probe);
   uvcuda__drv_leave(&sc);
   uvcuda__context_unpin(x);
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)

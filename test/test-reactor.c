@@ -577,8 +577,10 @@ int __wrap_uv_async_init(uv_loop_t *loop, uv_async_t *h, uv_async_cb cb) {
     struct uvcuda__context *x;
     uint64_t end = tu_now_ns() + 10000000000ull;
     atomic_store(&ai_ring->rc.rang, 0);
-    simcuda_fail("cuStreamQuery", CUDA_ERROR_LAUNCH_FAILED, 1);
+    /* A fault that stays (every query says so) until uvcuda has it. */
+    simcuda_fail("cuStreamQuery", CUDA_ERROR_LAUNCH_FAILED, -1);
     if (uvcuda__context_get(tu_ctx, &x) == 0) uvcuda__context_query(x);
+    simcuda_fail("cuStreamQuery", CUDA_SUCCESS, 0);
     while (!(ai_rung = atomic_load(&ai_ring->rc.rang)) && tu_now_ns() < end)
       usleep(100);
     usleep(1000); /* the reactor goes on ringing the loops after it */

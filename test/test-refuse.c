@@ -10,7 +10,8 @@
  *            call (the simulation's simcuda_fail_nth / simcuda_fail).
  * Whatever is refused: uvcuda_loop_init succeeds or returns the error
  * with nothing left on the uv loop; otherwise each start's callback runs
- * exactly once with 0 or the error (UVCUDA_ENOMEM, UVCUDA_ECUDA(2)),
+ * exactly once with 0 or the error (UVCUDA_ENOMEM, UVCUDA_ECUDA(2)), a
+ * single refusal failing at most one of them,
  * nothing hangs, every close completes, the uv loop can be closed, and
  * nothing leaks (LSan is asked in each child, which leaves with _exit;
  * valgrind checks each child by its exit status). Every life is forked
@@ -241,6 +242,9 @@ static int life(const run_t *r) {
   CHECK(t.other == 0);
   CHECK(r->reset || t.destroyed == 0);
   CHECK(!r->nomem || t.refused == 0 || hit);
+  /* One refusal costs the one start it hit, not the context's future:
+   * everything after it works (a refused query is no sticky fault). */
+  CHECK(r->nth == EVERY || t.refused <= 1);
   if (!r->reset) { /* a reset took the streams and the kernels */
     for (i = 0; i < NSTREAMS; i++) tu_stream_destroy(s[i]);
     tu_teardown();

@@ -3013,8 +3013,9 @@ static char *trim(char *s) {
   return s;
 }
 
-/* SIMCUDA_FAIL="cuInit=100,cuStreamWriteValue64=801:2" (":count" optional,
- * default: always). SIMCUDA_HIDE="cuLaunchHostFunc,cuStreamIsCapturing". */
+/* SIMCUDA_FAIL="cuInit=100,cuStreamWriteValue64=801:2,cuMemAlloc=2@3"
+ * (":count" optional, default: always; "@nth": only the nth call, once).
+ * SIMCUDA_HIDE="cuLaunchHostFunc,cuStreamIsCapturing". */
 static void parse_env_list(const char *var, bool is_fail) {
   const char *val = getenv(var);
   if (!val || !*val) return;
@@ -3023,7 +3024,7 @@ static void parse_env_list(const char *var, bool is_fail) {
   char *save = NULL;
   for (char *item = strtok_r(copy, ",", &save); item;
        item = strtok_r(NULL, ",", &save)) {
-    char *name = trim(item), *code = NULL, *count = NULL;
+    char *name = trim(item), *code = NULL, *count = NULL, *nth = NULL;
     if (!*name) continue;
     if (is_fail) {
       code = strchr(name, '=');
@@ -3031,6 +3032,8 @@ static void parse_env_list(const char *var, bool is_fail) {
         *code++ = '\0';
         count = strchr(code, ':');
         if (count) *count++ = '\0';
+        nth = strchr(count ? count : code, '@');
+        if (nth) *nth++ = '\0';
       }
       name = trim(name);
     }
@@ -3045,15 +3048,17 @@ static void parse_env_list(const char *var, bool is_fail) {
       continue;
     }
     CUresult r;
-    char *end = NULL;
+    char *end = NULL, *nend = NULL;
     long n = count ? strtol(trim(count), &end, 10) : -1;
+    long k = nth ? strtol(trim(nth), &nend, 10) : 1;
     if (!code || !parse_result(trim(code), &r) || r == CUDA_SUCCESS ||
-        (count && (*end || n == 0))) {
+        (count && (*end || n == 0)) || (nth && (*nend || k < 1 || count))) {
       fprintf(stderr, "simcuda: %s: bad item for '%s' ignored\n", var, name);
       continue;
     }
     g_entry[e].fail_result = r;
-    g_entry[e].fail_left = n < 0 ? -1 : (int)n;
+    g_entry[e].fail_left = nth ? 1 : n < 0 ? -1 : (int)n;
+    g_entry[e].fail_skip = (int)k - 1;
   }
   free(copy);
 }
