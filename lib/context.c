@@ -99,21 +99,29 @@ static int set_fault(struct uvcuda__context *x, int r) {
   return uvcuda__context_fault(x);
 }
 
+static int is_error(CUresult r) {
+  return r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY;
+}
+
 /* A fault is an error that stays: a sticky error answers every query of
- * the idle probe stream, so an error is asked again at once (~1 µs) and
- * one the second query does not repeat (a refused call) condemns nothing. */
+ * the idle probe stream, so an error is asked again at once (~1 µs); one
+ * the second query does not repeat (a refused call) condemns nothing, and
+ * where two errors differ a third query says which one stays. */
 int uvcuda__context_query(struct uvcuda__context *x) {
   struct uvcuda__drvscope sc;
-  CUresult r;
+  CUresult r, again;
   if (!uvcuda__context_pin(x)) return uvcuda__context_fault(x);
   uvcuda__drv_enter(&sc, x->cuctx);
   r = uvcuda__drv.cuStreamQuery(x->probe);
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-    r = uvcuda__drv.cuStreamQuery(x->probe);
+  if (is_error(r)) {
+    again = uvcuda__drv.cuStreamQuery(x->probe);
+    if (is_error(again) && again != r)
+      again = uvcuda__drv.cuStreamQuery(x->probe);
+    r = again;
+  }
   uvcuda__drv_leave(&sc);
   uvcuda__context_unpin(x);
-  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
-    return uvcuda__context_fault(x);
+  if (!is_error(r)) return uvcuda__context_fault(x);
   return set_fault(x, (int)r);
 }
 

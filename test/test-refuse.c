@@ -8,16 +8,21 @@
  *   drvfail: each driver entry point the library calls fails with
  *            CUDA_ERROR_OUT_OF_MEMORY at its 1st..4th call, then at every
  *            call (the simulation's simcuda_fail_nth / simcuda_fail).
+ * Lives vary: the plain one (each strategy) closes one future while it is
+ * pending; others meet a kernel fault before their second round, or end
+ * in uvcuda_device_reset with a future waiting behind a gate.
  * Whatever is refused: uvcuda_loop_init succeeds or returns the error
  * with nothing left on the uv loop; otherwise each start's callback runs
- * exactly once with 0 or the error (UVCUDA_ENOMEM, UVCUDA_ECUDA(2)), a
- * single refusal failing at most one of them,
- * nothing hangs, every close completes, the uv loop can be closed, and
- * nothing leaks (LSan is asked in each child, which leaves with _exit;
- * valgrind checks each child by its exit status). Every life is forked
- * before this process loads the driver. With UVCUDA_TEST_SLOW (the
- * sanitizer and valgrind passes, where a child costs ~1 s under TSan):
- * the auto and hostfn strategies only, and drvfail's 1st and every call.
+ * exactly once, with 0, the error (UVCUDA_ENOMEM, UVCUDA_ECUDA(2)) or what
+ * the life itself causes (cancellation, the fault, the reset), a single
+ * refusal failing at most one start; nothing hangs, every close
+ * completes, the uv loop can be closed, the loop thread's context and
+ * capture mode are its own again, and nothing leaks (LSan is asked in
+ * each child, which leaves with _exit; valgrind checks each child by its
+ * exit status). Every life is forked before this process loads the
+ * driver. With UVCUDA_TEST_SLOW (the sanitizer and valgrind passes, where
+ * a child costs ~1 s under TSan): the lives marked slow_too, and
+ * drvfail's 1st and every call.
  * Usage: test-refuse nomem|drvfail */
 #include "tu.h"
 
@@ -76,6 +81,7 @@ typedef struct {
   uvcuda_completion_t completion;
   uint32_t flags;
   int reset;         /* the life ends with uvcuda_device_reset */
+  int fault;         /* a kernel fault before the second round */
   int slow_too;      /* also run under UVCUDA_TEST_SLOW */
   int nomem;         /* 1: refuse allocation n; 0: fail a driver call */
   long n;            /* nomem: the allocation refused */
@@ -85,7 +91,7 @@ typedef struct {
 
 typedef struct {
   int expect; /* the error a refusal gives */
-  int calls, ok, refused, destroyed, other, closed;
+  int calls, ok, refused, destroyed, faulted, cancelled, other, closed;
 } tally_t;
 
 /* Exit status: 0 the life ran (nomem: with fewer than n allocations),
@@ -100,14 +106,21 @@ typedef struct {
     }                                                                    \
   } while (0)
 
+static const char *label(const run_t *r) {
+  return r->flags & UVCUDA_OPT_ADAPTIVE ? " adaptive"
+         : r->reset                      ? ", ending in a device reset"
+         : r->fault                      ? ", with a kernel fault"
+                                         : "";
+}
+
 static const char *what(const run_t *r) {
   static char buf[128];
   if (r->nomem)
-    snprintf(buf, sizeof(buf), "%s, allocation %ld refused",
-             uvcuda_completion_name(r->completion), r->n);
+    snprintf(buf, sizeof(buf), "%s%s, allocation %ld refused",
+             uvcuda_completion_name(r->completion), label(r), r->n);
   else
-    snprintf(buf, sizeof(buf), "%s, %s fails at call %d",
-             uvcuda_completion_name(r->completion), r->entry, r->nth);
+    snprintf(buf, sizeof(buf), "%s%s, %s fails at call %d",
+             uvcuda_completion_name(r->completion), label(r), r->entry, r->nth);
   return buf;
 }
 
@@ -130,6 +143,10 @@ static void on_done(uvcuda_future_t *f, int status) {
     t->refused++;
   else if (status == UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED))
     t->destroyed++; /* waited through a device reset */
+  else if (status == UVCUDA_ECUDA(CUDA_ERROR_ILLEGAL_ADDRESS))
+    t->faulted++; /* after the kernel fault */
+  else if (status == UVCUDA_ECANCELED)
+    t->cancelled++; /* closed while pending */
   else {
     fprintf(stderr, "refuse: a future failed with %s\n", uvcuda_err_name(status));
     t->other++;
@@ -157,7 +174,7 @@ static void disarm(const run_t *r) {
 
 static int life(const run_t *r) {
   CUstream s[NSTREAMS];
-  uvcuda_future_t f[NFUT];
+  uvcuda_future_t f[NFUT], x;
   uvcuda_options_t o;
   uvcuda_loop_t ul;
   uv_loop_t uv;
@@ -192,13 +209,22 @@ static int life(const run_t *r) {
     f[i].data = &t;
     CHECK(uvcuda_future_init(&ul, &f[i]) == 0);
   }
-  /* Twice: the second round reuses what the first one made. */
+  x.data = &t;
+  CHECK(uvcuda_future_init(&ul, &x) == 0);
+  /* Twice: the second round reuses what the first one made. The first
+   * also closes one future while it is pending (its cancellation). */
   for (round = 1; round <= 2; round++) {
+    if (round == 2 && r->fault) tu_fault(s[NSTREAMS - 1]);
     for (i = 0; i < NFUT; i++)
       CHECK(uvcuda_future_start(&f[i], s[i % NSTREAMS], op_sleep, on_done) == 0);
+    if (round == 1) {
+      CHECK(uvcuda_future_start(&x, s[0], op_sleep, on_done) == 0);
+      CHECK(uvcuda_future_close(&x, on_closed) == 0);
+    }
     CHECK(tu_run_bounded(&uv, 20000) == 0);
-    CHECK(t.calls == round * NFUT);
+    CHECK(t.calls == round * NFUT + 1);
   }
+  CHECK(t.cancelled == 1 && t.closed == 1);
   if (r->reset) {
     /* One future waits behind a gate; the device is reset (by a loop's
      * thread, as recover-sim does): it fails, whatever the reset says. */
@@ -214,12 +240,12 @@ static int life(const run_t *r) {
     started = !(reset != 0 && strcmp(r->entry, "cuDeviceGet") == 0);
     if (!started) tu_gate_open(&g);
     CHECK(tu_run_bounded(&uv, 20000) == 0);
-    CHECK(t.calls == 2 * NFUT + 1);
+    CHECK(t.calls == 2 * NFUT + 2);
     if (started) CHECK(t.ok <= 2 * NFUT); /* the gated one was retired */
   }
   for (i = 0; i < NFUT; i++) CHECK(uvcuda_future_close(&f[i], on_closed) == 0);
   CHECK(tu_run_bounded(&uv, 20000) == 0);
-  CHECK(t.closed == NFUT);
+  CHECK(t.closed == NFUT + 1);
   CHECK(uvcuda_loop_close(&ul, NULL) == 0);
   CHECK(tu_run_bounded(&uv, 20000) == 0);
   disarm(r);
@@ -241,11 +267,13 @@ static int life(const run_t *r) {
    * happened. */
   CHECK(t.other == 0);
   CHECK(r->reset || t.destroyed == 0);
+  CHECK(r->fault || t.faulted == 0);
+  CHECK(!r->fault || t.faulted + t.refused > 0); /* the fault was met */
   CHECK(!r->nomem || t.refused == 0 || hit);
   /* One refusal costs the one start it hit, not the context's future:
    * everything after it works (a refused query is no sticky fault). */
   CHECK(r->nth == EVERY || t.refused <= 1);
-  if (!r->reset) { /* a reset took the streams and the kernels */
+  if (!r->reset && !r->fault) { /* gone with a reset; dead after a fault */
     for (i = 0; i < NSTREAMS; i++) tu_stream_destroy(s[i]);
     tu_teardown();
   }
@@ -255,9 +283,6 @@ static int life(const run_t *r) {
 
 static int child(void *arg) { return life(arg); }
 
-static const char *label(const run_t *r) {
-  return r->flags & UVCUDA_OPT_ADAPTIVE ? " adaptive" : "";
-}
 
 /* ---- nomem ---- */
 
@@ -340,20 +365,24 @@ static size_t picked(struct CMUnitTest *t, size_t n) {
 }
 
 int main(int argc, char **argv) {
-  /* completion, flags, reset, slow_too */
-  static const run_t auto_ = {UVCUDA_COMPLETION_AUTO, 0, 0, 1, 0, 0, NULL, 0},
-                     hostfn = {UVCUDA_COMPLETION_HOSTFN, 0, 0, 1, 0, 0, NULL, 0},
-                     adaptive = {UVCUDA_COMPLETION_AUTO, UVCUDA_OPT_ADAPTIVE, 0,
-                                 0, 0, 0, NULL, 0},
-                     poll = {UVCUDA_COMPLETION_POLL, 0, 0, 0, 0, 0, NULL, 0},
-                     auto_reset = {UVCUDA_COMPLETION_AUTO, 0, 1, 1, 0, 0, NULL, 0},
-                     hostfn_reset = {UVCUDA_COMPLETION_HOSTFN, 0, 1, 0, 0, 0,
-                                     NULL, 0};
+#define SPEC(name, c, ...) \
+  static const run_t name = {.completion = UVCUDA_COMPLETION_##c, __VA_ARGS__}
+  SPEC(auto_, AUTO, .slow_too = 1);
+  SPEC(hostfn, HOSTFN, .slow_too = 1);
+  SPEC(adaptive, AUTO, .flags = UVCUDA_OPT_ADAPTIVE);
+  SPEC(poll, POLL, .slow_too = 0);
+  SPEC(auto_reset, AUTO, .reset = 1, .slow_too = 1);
+  SPEC(hostfn_reset, HOSTFN, .reset = 1);
+  SPEC(auto_fault, AUTO, .fault = 1, .slow_too = 1);
+  SPEC(hostfn_fault, HOSTFN, .fault = 1);
+#undef SPEC
   struct CMUnitTest nomem[] = {
       cmocka_unit_test_prestate(every_allocation_refused, (void *)&auto_),
       cmocka_unit_test_prestate(every_allocation_refused, (void *)&hostfn),
       cmocka_unit_test_prestate(every_allocation_refused, (void *)&adaptive),
       cmocka_unit_test_prestate(every_allocation_refused, (void *)&poll),
+      cmocka_unit_test_prestate(every_allocation_refused, (void *)&auto_fault),
+      cmocka_unit_test_prestate(every_allocation_refused, (void *)&hostfn_fault),
   };
   struct CMUnitTest drvfail[] = {
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_),
@@ -362,15 +391,16 @@ int main(int argc, char **argv) {
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&poll),
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_reset),
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&hostfn_reset),
+      cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_fault),
   };
 
   if (argc > 1 && strcmp(argv[1], "nomem") == 0)
-    return _cmocka_run_group_tests("nomem", nomem, picked(nomem, 4), NULL, NULL);
+    return _cmocka_run_group_tests("nomem", nomem, picked(nomem, 6), NULL, NULL);
   if (argc > 1 && strcmp(argv[1], "drvfail") == 0) {
     calls = mmap(NULL, MAXENTRIES * sizeof(*calls), PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (calls == MAP_FAILED) return 1;
-    return _cmocka_run_group_tests("drvfail", drvfail, picked(drvfail, 6), NULL,
+    return _cmocka_run_group_tests("drvfail", drvfail, picked(drvfail, 7), NULL,
                                    NULL);
   }
   fprintf(stderr, "usage: %s nomem|drvfail\n", argv[0]);
