@@ -91,14 +91,24 @@ struct uvcuda__drvscope {
   int mode_set; /* the exchange worked: exchange back */
 };
 
-/* What could not be read or changed is not "restored": a failed query
- * would otherwise leave the thread with no context, or RELAXED for good. */
+/* Makes c current; *prev is what to put back with uvcuda__ctx_pop. What
+ * could not be read or changed is not "restored" (*prev = c): a failed
+ * query would otherwise leave the thread with no context. */
+static inline CUresult uvcuda__ctx_push(CUcontext c, CUcontext *prev) {
+  CUresult r = uvcuda__drv.cuCtxGetCurrent(prev);
+  if (r == CUDA_SUCCESS && *prev != c) r = uvcuda__drv.cuCtxSetCurrent(c);
+  if (r != CUDA_SUCCESS) *prev = c;
+  return r;
+}
+
+static inline void uvcuda__ctx_pop(CUcontext c, CUcontext prev) {
+  if (prev != c) uvcuda__drv.cuCtxSetCurrent(prev);
+}
+
+/* A refused exchange is not undone either: the thread would stay RELAXED. */
 static inline void uvcuda__drv_enter(struct uvcuda__drvscope *s, CUcontext c) {
-  s->prev = c;
   s->want = c;
-  if (uvcuda__drv.cuCtxGetCurrent(&s->prev) != CUDA_SUCCESS ||
-      (s->prev != c && uvcuda__drv.cuCtxSetCurrent(c) != CUDA_SUCCESS))
-    s->prev = c;
+  (void)uvcuda__ctx_push(c, &s->prev);
   s->mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   s->mode_set =
       uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode) == CUDA_SUCCESS;
@@ -106,7 +116,7 @@ static inline void uvcuda__drv_enter(struct uvcuda__drvscope *s, CUcontext c) {
 
 static inline void uvcuda__drv_leave(struct uvcuda__drvscope *s) {
   if (s->mode_set) uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode);
-  if (s->prev != s->want) uvcuda__drv.cuCtxSetCurrent(s->prev);
+  uvcuda__ctx_pop(s->want, s->prev);
 }
 
 #endif

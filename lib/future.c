@@ -76,16 +76,15 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     goto fail;
   }
   want = tl->ctx->cuctx;
-  /* The caller's context, to put back: if it can't be read or the
-   * stream's can't be made current, the op can't run as promised. */
-  if ((r = uvcuda__drv.cuCtxGetCurrent(&prev)) != CUDA_SUCCESS ||
-      (prev != want && (r = uvcuda__drv.cuCtxSetCurrent(want)) != CUDA_SUCCESS)) {
+  /* If the stream's context can't be made current (or the caller's read,
+   * to put back), the op can't run as promised. */
+  if ((r = uvcuda__ctx_push(want, &prev)) != CUDA_SUCCESS) {
     err = UVCUDA_ECUDA(r);
     goto fail;
   }
   if (op != NULL) err = uvcuda__op_result(op(f, s));
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
-  if (prev != want) uvcuda__drv.cuCtxSetCurrent(prev);
+  uvcuda__ctx_pop(want, prev);
   if (err == 0) return 0;
 fail:
   if (uvcuda__queue_empty(&tl->futures)) uvcuda__tl_touch(&l->tls, tl);
