@@ -55,14 +55,14 @@ static int armed;
 static pthread_t armed_thread;
 static long fail_at; /* the allocation refused, 1-based */
 static long seen;    /* allocations counted so far */
-static int hit;      /* fail_at was reached */
 
 static int refuse(void) {
   if (!armed || !pthread_equal(pthread_self(), armed_thread)) return 0;
-  if (++seen != fail_at) return 0;
-  hit = 1;
-  return 1;
+  return ++seen == fail_at;
 }
+
+/* The refused allocation was reached. */
+static int hit(void) { return seen >= fail_at; }
 
 void *__wrap_malloc(size_t n) { return refuse() ? NULL : __real_malloc(n); }
 void *__wrap_calloc(size_t n, size_t size) {
@@ -199,7 +199,7 @@ static int life(const run_t *r) {
   if (rc != 0) {
     disarm(r);
     CHECK(rc == t.expect);
-    CHECK(!r->nomem || hit);
+    CHECK(!r->nomem || hit());
     CHECK(uv_run(&uv, UV_RUN_NOWAIT) == 0); /* nothing was left on it */
     CHECK(uv_loop_close(&uv) == 0);
     if (__lsan_do_leak_check) __lsan_do_leak_check();
@@ -269,7 +269,7 @@ static int life(const run_t *r) {
   CHECK(r->reset || t.destroyed == 0);
   CHECK(r->fault || t.faulted == 0);
   CHECK(!r->fault || t.faulted + t.refused > 0); /* the fault was met */
-  CHECK(!r->nomem || t.refused == 0 || hit);
+  CHECK(!r->nomem || t.refused == 0 || hit());
   /* One refusal costs the one start it hit, not the context's future:
    * everything after it works (a refused query is no sticky fault). */
   CHECK(r->nth == EVERY || t.refused <= 1);
@@ -278,7 +278,7 @@ static int life(const run_t *r) {
     tu_teardown();
   }
   if (__lsan_do_leak_check) __lsan_do_leak_check();
-  return r->nomem && !hit ? 0 : HANDLED;
+  return r->nomem && !hit() ? 0 : HANDLED;
 }
 
 static int child(void *arg) { return life(arg); }

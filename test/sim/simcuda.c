@@ -192,9 +192,9 @@ struct stream {
   unsigned gen; /* ctx generation it belongs to */
   bool user;    /* from cuStreamCreate (else a default stream) */
   bool destroyed;
-  bool busy; /* the worker is executing an op */
-  /* That op, held here too: a process forked meanwhile (which has no
-   * worker) still reaches it, so leak checkers don't call it lost. */
+  /* The op the worker is executing, or NULL. Held here, not only by the
+   * worker: a process forked meanwhile (which has no worker) still reaches
+   * it, so leak checkers don't call it lost. */
   struct op *running;
   bool fault_hidden; /* SIMCUDA_BUSY_STREAMS_HIDE_FAULT: queries say NOT_READY */
   int refs;  /* worker + waiters */
@@ -304,6 +304,14 @@ static struct {
   pthread_t holder;
   uint64_t waiting;       /* calls waiting in a hold now */
 } g_entry[E_COUNT]; /* under g_mu */
+
+/* Under g_mu: e returns r for `left` calls (< 0: until cleared; 0: none)
+ * once `skip` more have passed. */
+static void set_failure(int e, CUresult r, int left, int skip) {
+  g_entry[e].fail_result = r;
+  g_entry[e].fail_left = left;
+  g_entry[e].fail_skip = skip;
+}
 
 /* Contexts: chunk 0 starts with the SIM_MAX_DEVICES primary contexts. */
 #define SIM_CTX_CHUNK 1024
@@ -530,7 +538,7 @@ static bool token_dead(const struct token *t) {
   return t->gen != ALOAD(&t->ctx->gen) || ALOAD(&t->ctx->fault) != CUDA_SUCCESS;
 }
 
-static bool stream_idle(const struct stream *s) { return !s->head && !s->busy; }
+static bool stream_idle(const struct stream *s) { return !s->head && !s->running; }
 
 /* Puts c into the sticky error. With SIMCUDA_BUSY_STREAMS_HIDE_FAULT, the
  * streams of c that had work queued or running (other than `faulting`)
@@ -982,7 +990,6 @@ static void *stream_worker(void *arg) {
     if (!op) break; /* destroyed and drained */
     s->head = op->next;
     if (!s->head) s->tail = NULL;
-    s->busy = true;
     s->running = op;
     const bool same_gen = s->gen == s->ctx->gen;
     const CUresult fault = s->ctx->fault;
@@ -996,7 +1003,6 @@ static void *stream_worker(void *arg) {
     LOCK();
     s->running = NULL;
     op_release(op);
-    s->busy = false;
     pthread_cond_broadcast(&g_changed);
   }
   LIST_UNLINK(&g_streams, struct stream, s);
@@ -3056,9 +3062,7 @@ static void parse_env_list(const char *var, bool is_fail) {
       fprintf(stderr, "simcuda: %s: bad item for '%s' ignored\n", var, name);
       continue;
     }
-    g_entry[e].fail_result = r;
-    g_entry[e].fail_left = nth ? 1 : n < 0 ? -1 : (int)n;
-    g_entry[e].fail_skip = (int)k - 1;
+    set_failure(e, r, nth ? 1 : n < 0 ? -1 : (int)n, (int)k - 1);
   }
   free(copy);
 }
@@ -3205,13 +3209,10 @@ SIMCUDA_API void simcuda_fail(const char *entry, CUresult result, int count) {
   int e = control_entry(entry, "simcuda_fail");
   if (e < 0) return;
   LOCK();
-  g_entry[e].fail_skip = 0;
-  if (count == 0 || result == CUDA_SUCCESS) {
-    g_entry[e].fail_left = 0;
-  } else {
-    g_entry[e].fail_result = result;
-    g_entry[e].fail_left = count < 0 ? -1 : count;
-  }
+  if (count == 0 || result == CUDA_SUCCESS)
+    set_failure(e, CUDA_SUCCESS, 0, 0);
+  else
+    set_failure(e, result, count < 0 ? -1 : count, 0);
   UNLOCK();
 }
 
@@ -3220,9 +3221,7 @@ SIMCUDA_API void simcuda_fail_nth(const char *entry, CUresult result,
   int e = control_entry(entry, "simcuda_fail_nth");
   if (e < 0 || nth < 1 || result == CUDA_SUCCESS) return;
   LOCK();
-  g_entry[e].fail_result = result;
-  g_entry[e].fail_left = 1;
-  g_entry[e].fail_skip = nth - 1;
+  set_failure(e, result, 1, nth - 1);
   UNLOCK();
 }
 
@@ -3258,8 +3257,7 @@ SIMCUDA_API void simcuda_clear_failures(void) {
   ensure_config();
   LOCK();
   for (int i = 0; i < E_COUNT; i++) {
-    g_entry[i].fail_left = 0;
-    g_entry[i].fail_skip = 0;
+    set_failure(i, CUDA_SUCCESS, 0, 0);
     g_entry[i].hidden = false;
   }
   UNLOCK();
