@@ -38,8 +38,8 @@ static void probe_caps(void) {
   caps_devices = n;
   if (uvcuda__drv.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return;
   if (uvcuda__drv.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return;
-  uvcuda__drv_enter(&sc, ctx);
-  if (uvcuda__context_get(ctx, &x) == 0 &&
+  if (uvcuda__drv_enter(&sc, ctx) == CUDA_SUCCESS &&
+      uvcuda__context_get(ctx, &x) == 0 &&
       uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
     caps_memops32 = try_write(x, s, UVCUDA__COUNTER_MEM32, 0x5eed);
     caps_memops64 = try_write(x, s, UVCUDA__COUNTER_MEM64, 0x5eed00000001ull);

@@ -40,8 +40,8 @@ static int create(CUcontext c, unsigned long long id,
     free(x);
     return UVCUDA_ENOMEM;
   }
-  uvcuda__drv_enter(&sc, c);
-  r = uvcuda__drv.cuCtxGetDevice(&x->dev);
+  r = uvcuda__drv_enter(&sc, c);
+  if (r == CUDA_SUCCESS) r = uvcuda__drv.cuCtxGetDevice(&x->dev);
   if (r == CUDA_SUCCESS)
     r = uvcuda__drv.cuStreamCreate(&x->probe, CU_STREAM_NON_BLOCKING);
   uvcuda__drv_leave(&sc);
@@ -111,7 +111,9 @@ int uvcuda__context_query(struct uvcuda__context *x) {
   struct uvcuda__drvscope sc;
   CUresult r, again;
   if (!uvcuda__context_pin(x)) return uvcuda__context_fault(x);
-  uvcuda__drv_enter(&sc, x->cuctx);
+  /* The query names its stream: it needs no context current, so a refused
+   * switch does not stop it (a fault is still seen). */
+  (void)uvcuda__drv_enter(&sc, x->cuctx);
   r = uvcuda__drv.cuStreamQuery(x->probe);
   if (is_error(r)) {
     again = uvcuda__drv.cuStreamQuery(x->probe);
@@ -158,12 +160,14 @@ void uvcuda__context_kill_device(CUdevice dev, int err) {
 int uvcuda__context_counter_get(struct uvcuda__context *x,
                                 struct uvcuda__counter *c) {
   struct uvcuda__drvscope sc;
+  CUresult r;
   int err;
   if (!uvcuda__context_pin(x))
     return UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED);
   uv_mutex_lock(&x->mu);
-  uvcuda__drv_enter(&sc, x->cuctx); /* a new page is registered in x */
-  err = uvcuda__counter_get(&x->counters, c);
+  /* A new page is registered in x. */
+  r = uvcuda__drv_enter(&sc, x->cuctx);
+  err = r == CUDA_SUCCESS ? uvcuda__counter_get(&x->counters, c) : UVCUDA_ECUDA(r);
   uvcuda__drv_leave(&sc);
   uv_mutex_unlock(&x->mu);
   uvcuda__context_unpin(x);

@@ -105,13 +105,18 @@ static inline void uvcuda__ctx_pop(CUcontext c, CUcontext prev) {
   if (prev != c) uvcuda__drv.cuCtxSetCurrent(prev);
 }
 
-/* A refused exchange is not undone either: the thread would stay RELAXED. */
-static inline void uvcuda__drv_enter(struct uvcuda__drvscope *s, CUcontext c) {
+/* A refused exchange is not undone either: the thread would stay RELAXED.
+ * Returns the refusal of c's push, if any: then no call is made that needs
+ * c current (it would run in no context, or another); calls on a named
+ * stream or event need none and still run. Leave is still due. */
+static inline CUresult uvcuda__drv_enter(struct uvcuda__drvscope *s, CUcontext c) {
+  CUresult r;
   s->want = c;
-  (void)uvcuda__ctx_push(c, &s->prev);
+  r = uvcuda__ctx_push(c, &s->prev);
   s->mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   s->mode_set =
       uvcuda__drv.cuThreadExchangeStreamCaptureMode(&s->mode) == CUDA_SUCCESS;
+  return r;
 }
 
 static inline void uvcuda__drv_leave(struct uvcuda__drvscope *s) {

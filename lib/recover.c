@@ -47,8 +47,8 @@ static int check(CUdevice dev) {
   err = uvcuda__context_get(ctx, &x);
   if (err == 0) err = uvcuda__context_counter_get(x, &c);
   if (err == 0) {
-    uvcuda__drv_enter(&sc, ctx);
-    r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    r = uvcuda__drv_enter(&sc, ctx);
+    if (r == CUDA_SUCCESS) r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) {
       r = write_one(s, &c, &mode);
       if (r == CUDA_SUCCESS) {

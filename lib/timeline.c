@@ -308,8 +308,9 @@ void uvcuda__tl_spin_poll(struct uvcuda__tlset *set,
 
   if (tl->mode == UVCUDA__TL_HOSTFN && !uvcuda__queue_empty(&tl->futures) &&
       uvcuda__context_pin(tl->ctx)) {
-    /* The newest event, then the oldest: at most two queries. */
-    uvcuda__drv_enter(&sc, tl->ctx->cuctx);
+    /* The newest event, then the oldest: at most two queries (of named
+     * events: they need no context current). */
+    (void)uvcuda__drv_enter(&sc, tl->ctx->cuctx);
     f = future_of(uvcuda__queue_last(&tl->futures));
     if (f->event_ == NULL ||
         uvcuda__drv.cuEventQuery(f->event_) != CUDA_SUCCESS)

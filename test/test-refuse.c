@@ -10,7 +10,8 @@
  *            call (the simulation's simcuda_fail_nth / simcuda_fail).
  * Lives vary: the plain one (each strategy) closes one future while it is
  * pending; others meet a kernel fault before their second round, or end
- * in uvcuda_device_reset with a future waiting behind a gate.
+ * in uvcuda_device_reset with a future waiting behind a gate; one runs
+ * on a thread with no context current, so that every start switches.
  * Whatever is refused: uvcuda_loop_init succeeds or returns the error
  * with nothing left on the uv loop; otherwise each start's callback runs
  * exactly once, with 0, the error (UVCUDA_ENOMEM, UVCUDA_ECUDA(2)) or what
@@ -82,6 +83,8 @@ typedef struct {
   uint32_t flags;
   int reset;         /* the life ends with uvcuda_device_reset */
   int fault;         /* a kernel fault before the second round */
+  int bare;          /* the loop thread has no context current (as Node's
+                        JS thread, or any thread that never made one) */
   int slow_too;      /* also run under UVCUDA_TEST_SLOW */
   int nomem;         /* 1: refuse allocation n; 0: fail a driver call */
   long n;            /* nomem: the allocation refused */
@@ -108,6 +111,7 @@ typedef struct {
 
 static const char *label(const run_t *r) {
   return r->flags & UVCUDA_OPT_ADAPTIVE ? " adaptive"
+         : r->bare                       ? ", no context current"
          : r->reset                      ? ", ending in a device reset"
          : r->fault                      ? ", with a kernel fault"
                                          : "";
@@ -186,6 +190,7 @@ static int life(const run_t *r) {
 
   if (tu_setup(0) != 0) return 77;
   for (i = 0; i < NSTREAMS; i++) s[i] = tu_stream();
+  if (r->bare) CHECK(tu.cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
   CHECK(uv_loop_init(&uv) == 0);
   uvcuda_options_init(&o);
   o.completion = r->completion;
@@ -251,11 +256,13 @@ static int life(const run_t *r) {
   disarm(r);
   CHECK(uv_loop_close(&uv) == 0);
   /* Whatever failed, this thread's context and capture mode are its own
-   * (a reset leaves no context current). The one exception: an exchange
-   * that puts the mode back, refused; the life's first exchange is the
-   * loop thread's first switch to RELAXED, never one back. */
+   * (a reset leaves no context current). The exceptions: an exchange that
+   * puts the mode back, or a switch that puts the context back, refused;
+   * the life's first exchange (switch) is one there, never one back. */
   CHECK(tu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS);
-  CHECK(cur == tu_ctx || r->reset);
+  CHECK(cur == (r->bare ? NULL : tu_ctx) || r->reset ||
+        (r->bare && r->nth != 1 && r->nth != EVERY &&
+         strcmp(r->entry, "cuCtxSetCurrent") == 0)); /* a put-back refused */
   CHECK(tu.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS);
   CHECK(mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
         (!r->nomem && r->nth != 1 &&
@@ -274,6 +281,7 @@ static int life(const run_t *r) {
    * everything after it works (a refused query is no sticky fault). */
   CHECK(r->nth == EVERY || t.refused <= 1);
   if (!r->reset && !r->fault) { /* gone with a reset; dead after a fault */
+    CHECK(tu.cuCtxSetCurrent(tu_ctx) == CUDA_SUCCESS);
     for (i = 0; i < NSTREAMS; i++) tu_stream_destroy(s[i]);
     tu_teardown();
   }
@@ -371,6 +379,7 @@ int main(int argc, char **argv) {
   SPEC(hostfn, HOSTFN, .slow_too = 1);
   SPEC(adaptive, AUTO, .flags = UVCUDA_OPT_ADAPTIVE);
   SPEC(poll, POLL, .slow_too = 0);
+  SPEC(auto_bare, AUTO, .bare = 1);
   SPEC(auto_reset, AUTO, .reset = 1);
   SPEC(hostfn_reset, HOSTFN, .reset = 1);
   SPEC(auto_fault, AUTO, .fault = 1, .slow_too = 1);
@@ -392,6 +401,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_reset),
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&hostfn_reset),
       cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_fault),
+      cmocka_unit_test_prestate(every_driver_call_fails, (void *)&auto_bare),
   };
 
   if (argc > 1 && strcmp(argv[1], "nomem") == 0)
@@ -400,7 +410,7 @@ int main(int argc, char **argv) {
     calls = mmap(NULL, MAXENTRIES * sizeof(*calls), PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (calls == MAP_FAILED) return 1;
-    return _cmocka_run_group_tests("drvfail", drvfail, picked(drvfail, 7), NULL,
+    return _cmocka_run_group_tests("drvfail", drvfail, picked(drvfail, 8), NULL,
                                    NULL);
   }
   fprintf(stderr, "usage: %s nomem|drvfail\n", argv[0]);

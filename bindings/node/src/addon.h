@@ -227,8 +227,11 @@ void res_release(napi_env env, struct res *r);  /* ops--, maybe destroy */
 void res_close(napi_env env, struct res *r);    /* closed = 1, maybe destroy */
 void dev_ref(struct dev *d);
 void dev_unref(struct dev *d);
-/* Makes d's context current; returns what to restore with ctx_pop. */
-CUcontext ctx_push(struct dev *d);
+/* Makes d's context current (*prev: what ctx_pop puts back). Returns the
+ * driver's refusal, if any: then the call that needed the context is not
+ * made (it would run in no context, or another device's) and fails with
+ * that code; ctx_pop is still right to call. */
+CUresult ctx_push(struct dev *d, CUcontext *prev);
 void ctx_pop(CUcontext prev, struct dev *d);
 void addon_env_free_grave(struct addon_env *ae);
 

@@ -102,15 +102,18 @@ int bounce_get(int ordinal, uint64_t gen, CUcontext ctx, size_t n, struct bounce
       /* RELAXED: in the default (GLOBAL) mode the registration would
        * invalidate a capture this thread, or another, is recording. */
       CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-      cu.cuThreadExchangeStreamCaptureMode(&mode);
-      cu.cuCtxGetCurrent(&prev);
-      if (prev != ctx) cu.cuCtxSetCurrent(ctx);
-      if (cu.cuMemHostRegister(b->p, size, 0) != CUDA_SUCCESS) {
-        free(b->p);
+      int relaxed = cu.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+      if (relaxed && cu_ctx_push(ctx, &prev) == CUDA_SUCCESS) {
+        if (cu.cuMemHostRegister(b->p, size, 0) != CUDA_SUCCESS) {
+          free(b->p);
+          b->p = NULL;
+        }
+        cu_ctx_pop(ctx, prev);
+      } else {
+        free(b->p); /* a pageable buffer below instead */
         b->p = NULL;
       }
-      if (prev != ctx) cu.cuCtxSetCurrent(prev);
-      cu.cuThreadExchangeStreamCaptureMode(&mode);
+      if (relaxed) cu.cuThreadExchangeStreamCaptureMode(&mode);
     }
     if (b->p != NULL) {
       b->size = size;

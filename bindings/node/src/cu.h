@@ -71,6 +71,21 @@ struct cu_table {
 
 extern struct cu_table cu;
 
+/* Makes c current; *prev is what cu_ctx_pop puts back. What could not be
+ * read or changed is not "restored" (*prev = c): a refused read would
+ * otherwise leave the thread with no context, clobbering whatever another
+ * library on this thread had made current. */
+static inline CUresult cu_ctx_push(CUcontext c, CUcontext *prev) {
+  CUresult r = cu.cuCtxGetCurrent(prev);
+  if (r == CUDA_SUCCESS && *prev != c) r = cu.cuCtxSetCurrent(c);
+  if (r != CUDA_SUCCESS) *prev = c;
+  return r;
+}
+
+static inline void cu_ctx_pop(CUcontext c, CUcontext prev) {
+  if (prev != c) cu.cuCtxSetCurrent(prev);
+}
+
 /* Loads the driver (uvcuda_driver_load) and resolves the table once per
  * process. Returns 0 or a uvcuda error (UVCUDA_ENODRIVER, UVCUDA_ENOSYM,
  * ...). Any thread. */

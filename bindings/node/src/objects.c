@@ -42,16 +42,9 @@ void dev_unref(struct dev *d) {
   free(d);
 }
 
-CUcontext ctx_push(struct dev *d) {
-  CUcontext prev = NULL;
-  cu.cuCtxGetCurrent(&prev);
-  if (prev != d->ctx) cu.cuCtxSetCurrent(d->ctx);
-  return prev;
-}
+CUresult ctx_push(struct dev *d, CUcontext *prev) { return cu_ctx_push(d->ctx, prev); }
 
-void ctx_pop(CUcontext prev, struct dev *d) {
-  if (prev != d->ctx) cu.cuCtxSetCurrent(prev);
-}
+void ctx_pop(CUcontext prev, struct dev *d) { cu_ctx_pop(d->ctx, prev); }
 
 static int dev_has_pools(struct dev *d) {
   int pools = 0;
@@ -70,9 +63,9 @@ void dev_refresh(struct dev *d, uint64_t gen) {
   if (d->gen != gen) d->alloc_stream = NULL; /* gone with the reset */
   d->gen = gen;
   if (!dev_has_pools(d)) return;
-  prev = ctx_push(d);
-  if (cu.cuStreamCreate(&d->alloc_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-    d->alloc_stream = NULL;
+  if (ctx_push(d, &prev) != CUDA_SUCCESS ||
+      cu.cuStreamCreate(&d->alloc_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    d->alloc_stream = NULL; /* tried again at the next allocation */
   ctx_pop(prev, d);
 }
 
@@ -207,8 +200,9 @@ static void destroy_now(napi_env env, struct res *r) {
       uint64_t gen;
       if (m->pooled && devstate_enter(d->ordinal, &gen) == 0) {
         if (gen == r->gen && d->gen == gen && d->alloc_stream) {
-          CUcontext prev = ctx_push(d);
-          if (cu.cuMemFreeAsync(m->ptr, d->alloc_stream) != CUDA_SUCCESS)
+          CUcontext prev;
+          if (ctx_push(d, &prev) != CUDA_SUCCESS ||
+              cu.cuMemFreeAsync(m->ptr, d->alloc_stream) != CUDA_SUCCESS)
             reap_memory(d->ordinal, r->gen, d->ctx, m->ptr);
           ctx_pop(prev, d);
         }
@@ -276,8 +270,7 @@ static void order_pooled_frees(struct addon_env *ae) {
   for (i = 0; i < ae->ndevs; i++) {
     struct dev *d = ae->devs[i];
     if (d == NULL || devstate_enter(d->ordinal, &gen) != 0) continue;
-    if (d->alloc_stream != NULL && d->gen == gen) {
-      prev = ctx_push(d);
+    if (d->alloc_stream != NULL && d->gen == gen && ctx_push(d, &prev) == CUDA_SUCCESS) {
       for (r = ae->grave; r; r = r->grave_next) {
         struct stream_res *s = (struct stream_res *)r;
         if (r->kind != RES_STREAM || r->dev != d || !s->owned || r->gen != gen) continue;
@@ -512,7 +505,30 @@ static napi_value device_cc(napi_env env, napi_callback_info info) {
   return a;
 }
 
+/* In d's context: pooled where the device has pools, else cuMemAlloc. */
+static CUresult mem_alloc(struct dev *d, struct mem_res *m, size_t n) {
+  CUresult cr = CUDA_ERROR_NOT_SUPPORTED;
+  if (d->alloc_stream) {
+    /* The allocation is usable by every stream once its stream reached it;
+     * that stream carries nothing but allocations and frees, so the
+     * synchronize is short. */
+    cr = cu.cuMemAllocAsync(&m->ptr, n, d->alloc_stream);
+    if (cr == CUDA_SUCCESS) {
+      CUresult sr = cu.cuStreamSynchronize(d->alloc_stream);
+      if (sr == CUDA_SUCCESS) {
+        m->pooled = 1;
+      } else {
+        cu.cuMemFreeAsync(m->ptr, d->alloc_stream);
+        cr = sr;
+      }
+    }
+  }
+  if (!m->pooled && cr == CUDA_ERROR_NOT_SUPPORTED) cr = cu.cuMemAlloc(&m->ptr, n);
+  return cr;
+}
+
 /* device.alloc(byteLength): DeviceMemory (contents undefined) */
+
 static napi_value device_alloc(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1] = {NULL}, self, obj;
@@ -535,24 +551,7 @@ static napi_value device_alloc(napi_env env, napi_callback_info info) {
     op_leave(d);
     return throw_uv(env, UVCUDA_ENOMEM);
   }
-  prev = ctx_push(d);
-  cr = CUDA_ERROR_NOT_SUPPORTED;
-  if (d->alloc_stream) {
-    /* The allocation is usable by every stream once its stream reached it;
-     * that stream carries nothing but allocations and frees, so the
-     * synchronize is short. */
-    cr = cu.cuMemAllocAsync(&m->ptr, n, d->alloc_stream);
-    if (cr == CUDA_SUCCESS) {
-      CUresult sr = cu.cuStreamSynchronize(d->alloc_stream);
-      if (sr == CUDA_SUCCESS) {
-        m->pooled = 1;
-      } else {
-        cu.cuMemFreeAsync(m->ptr, d->alloc_stream);
-        cr = sr;
-      }
-    }
-  }
-  if (!m->pooled && cr == CUDA_ERROR_NOT_SUPPORTED) cr = cu.cuMemAlloc(&m->ptr, n);
+  if ((cr = ctx_push(d, &prev)) == CUDA_SUCCESS) cr = mem_alloc(d, m, n);
   ctx_pop(prev, d);
   op_leave(d);
   if (cr != CUDA_SUCCESS) {
@@ -618,8 +617,8 @@ static napi_value device_load_module(napi_env env, napi_callback_info info) {
     free(img);
     return throw_uv(env, UVCUDA_ENOMEM);
   }
-  prev = ctx_push(r->dev);
-  cr = cu.cuModuleLoadData(&m->mod, img);
+  cr = ctx_push(r->dev, &prev);
+  if (cr == CUDA_SUCCESS) cr = cu.cuModuleLoadData(&m->mod, img);
   ctx_pop(prev, r->dev);
   op_leave(r->dev);
   if (cr == CUDA_SUCCESS && is_ptx(img, len)) m->ptx = img; /* parameter counts */
@@ -760,8 +759,8 @@ static napi_value module_get_function(napi_env env, napi_callback_info info) {
     op_leave(m->h.dev);
     return throw_uv(env, UVCUDA_ENOMEM);
   }
-  prev = ctx_push(m->h.dev);
-  cr = cu.cuModuleGetFunction(&k->fn, m->mod, name);
+  cr = ctx_push(m->h.dev, &prev);
+  if (cr == CUDA_SUCCESS) cr = cu.cuModuleGetFunction(&k->fn, m->mod, name);
   count = cr == CUDA_SUCCESS ? kernel_param_count(m, k->fn, name) : -1;
   ctx_pop(prev, m->h.dev);
   op_leave(m->h.dev);

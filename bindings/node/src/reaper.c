@@ -59,8 +59,10 @@ static void run_current(struct item *it) {
     cu.cuDevicePrimaryCtxRelease(it->u.dev);
     return;
   }
-  cu.cuCtxGetCurrent(&prev);
-  if (prev != it->ctx) cu.cuCtxSetCurrent(it->ctx);
+  /* Never in another device's context, nor in none: what its context
+   * could not be made current for stays until the process ends (a refused
+   * switch means a driver in trouble; a leak is safe, a stray free not). */
+  if (cu_ctx_push(it->ctx, &prev) != CUDA_SUCCESS) return;
   /* Work still queued may use what goes away (uvcuda's loop close does
    * not wait for the GPU, nor does a worker's teardown: its cancelled
    * kernels may still use its memory): cuMemFree and cuModuleUnload wait
@@ -72,23 +74,24 @@ static void run_current(struct item *it) {
     case REAP_STREAM: cu.cuStreamDestroy(it->u.stream); break;
     default: break;
   }
-  if (prev != it->ctx) cu.cuCtxSetCurrent(prev);
+  cu_ctx_pop(it->ctx, prev);
 }
 
 /* A reset ended the generation (not current): the GPU is done with it. */
 static void run_call(struct item *it, int current) {
   CUcontext prev = NULL;
   int push = current && it->ctx != NULL;
+  /* Unwaited, fn could hand back a buffer the GPU still uses: left as is,
+   * like run_current's. */
+  if (push && cu_ctx_push(it->ctx, &prev) != CUDA_SUCCESS) return;
   if (push) {
-    cu.cuCtxGetCurrent(&prev);
-    if (prev != it->ctx) cu.cuCtxSetCurrent(it->ctx);
     if (it->wait && it->stream)
       cu.cuStreamSynchronize(it->stream); /* an error: done too */
     else if (it->wait)
       cu.cuCtxSynchronize();
   }
   it->u.call.fn(it->u.call.arg, current);
-  if (push && prev != it->ctx) cu.cuCtxSetCurrent(prev);
+  if (push) cu_ctx_pop(it->ctx, prev);
 }
 
 static void run(struct item *it) {
@@ -103,13 +106,10 @@ static void run(struct item *it) {
 }
 
 static void *reaper_main(void *arg) {
-  CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CUstreamCaptureMode mode;
   struct item *it;
+  int relaxed = 0;
   (void)arg;
-  /* Frees and synchronizes here are "potentially unsafe" calls: in the
-   * default (GLOBAL) mode one would invalidate a capture that any JS
-   * thread is recording. */
-  cu.cuThreadExchangeStreamCaptureMode(&relaxed);
   for (;;) {
     pthread_mutex_lock(&mu);
     while (head == NULL) pthread_cond_wait(&cv, &mu);
@@ -117,6 +117,11 @@ static void *reaper_main(void *arg) {
     head = it->next;
     if (head == NULL) tail = NULL;
     pthread_mutex_unlock(&mu);
+    /* Frees and synchronizes here are "potentially unsafe" calls: in the
+     * default (GLOBAL) mode one would invalidate a capture that any JS
+     * thread is recording. Asked again until the driver agrees. */
+    mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!relaxed) relaxed = cu.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
     run(it);
     free(it);
   }
@@ -140,8 +145,13 @@ static void push(struct item *it) {
     pthread_attr_destroy(&attr);
   }
   if (inline_mode) {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    int relaxed;
     pthread_mutex_unlock(&mu);
+    /* RELAXED as on the reaper thread; this thread's own mode put back. */
+    relaxed = cu.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
     run(it);
+    if (relaxed) cu.cuThreadExchangeStreamCaptureMode(&mode);
     free(it);
     return;
   }

@@ -236,6 +236,7 @@ static napi_value submit(napi_env env, struct op *o, struct dev *d,
   int push = d != NULL && is_special(o->stream);
   uint64_t gen;
   napi_status s;
+  CUresult r;
 
   if (op_enter(env, d, o->held, o->nheld, &gen) != 0) {
     op_free(env, o);
@@ -250,7 +251,11 @@ static napi_value submit(napi_env env, struct op *o, struct dev *d,
   a.keep = keep;
   a.nkeep = nkeep;
   a.resource_name = name;
-  if (push) prev = ctx_push(d);
+  if (push && (r = ctx_push(d, &prev)) != CUDA_SUCCESS) {
+    op_leave(d);
+    op_free(env, o);
+    return throw_cu(env, r);
+  }
   s = uvcuda_napi_await_ex(env, &a, &promise);
   if (push) ctx_pop(prev, d);
   op_leave(d);
@@ -274,11 +279,10 @@ static void pool_execute(napi_env env, void *data) {
   if (o->ordinal >= 0 && gen != o->gen) {
     r = CUDA_ERROR_CONTEXT_IS_DESTROYED; /* gone with a reset */
   } else {
-    cu.cuCtxGetCurrent(&prev);
-    if (prev != o->ctx) cu.cuCtxSetCurrent(o->ctx);
-    if (o->kind == OP_LAUNCH) r = (CUresult)op_enqueue(o->stream, o);
+    r = cu_ctx_push(o->ctx, &prev);
+    if (r == CUDA_SUCCESS && o->kind == OP_LAUNCH) r = (CUresult)op_enqueue(o->stream, o);
     if (r == CUDA_SUCCESS) r = cu.cuStreamSynchronize(o->stream);
-    if (prev != o->ctx) cu.cuCtxSetCurrent(prev);
+    cu_ctx_pop(o->ctx, prev);
   }
   if (o->ordinal >= 0) devstate_leave(o->ordinal);
   o->result = r;
@@ -839,8 +843,8 @@ static napi_value stream_begin_capture(napi_env env, napi_callback_info info) {
   if (need_driver(env) != 0) return NULL;
   held[0] = &s->h;
   if (op_enter(env, s->h.dev, held, 1, &gen) != 0) return NULL;
-  if (s->h.dev) prev = ctx_push(s->h.dev);
-  r = cu.cuStreamBeginCapture(s->stream, mode);
+  r = s->h.dev ? ctx_push(s->h.dev, &prev) : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) r = cu.cuStreamBeginCapture(s->stream, mode);
   if (s->h.dev) ctx_pop(prev, s->h.dev);
   op_leave(s->h.dev);
   if (r != CUDA_SUCCESS) return throw_cu(env, r);
@@ -860,8 +864,8 @@ static napi_value stream_end_capture(napi_env env, napi_callback_info info) {
   if (s == NULL || need_driver(env) != 0) return NULL;
   held[0] = &s->h;
   if (op_enter(env, s->h.dev, held, 1, &gen) != 0) return NULL;
-  if (s->h.dev) prev = ctx_push(s->h.dev);
-  r = cu.cuStreamEndCapture(s->stream, &g);
+  r = s->h.dev ? ctx_push(s->h.dev, &prev) : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) r = cu.cuStreamEndCapture(s->stream, &g);
   if (g != NULL) cu.cuGraphDestroy(g);
   if (s->h.dev) ctx_pop(prev, s->h.dev);
   op_leave(s->h.dev);
@@ -920,8 +924,8 @@ napi_value js_device_create_stream(napi_env env, napi_callback_info info) {
     return NULL;
   }
   s->h.gen = gen;
-  prev = ctx_push(d->dev);
-  r = cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+  r = ctx_push(d->dev, &prev);
+  if (r == CUDA_SUCCESS) r = cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
   ctx_pop(prev, d->dev);
   op_leave(d->dev);
   if (r != CUDA_SUCCESS) {

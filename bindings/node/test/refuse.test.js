@@ -126,3 +126,40 @@ test('a refused driver call: errors carry a code, nothing hangs, the next life w
   assert.deepEqual(failures, []);
   assert.ok(refused > 10, `only ${refused} lives met a refusal`);
 });
+
+// The context calls, refused with a code nothing else gives: on the JS
+// thread (which has no context current between calls, as any thread that
+// never made one), every call switches to its device's context. A refused
+// read or switch fails that call with the refusal's own code, never a
+// consequence of running in no context (CUDA_ERROR_INVALID_CONTEXT), and
+// the next life works. Every call of the first lives is reached.
+test('a refused context read or switch fails with its own code', async () => {
+  const failures = [];
+  let refused = 0;
+  for (const entry of ['cuCtxGetCurrent', 'cuCtxSetCurrent']) {
+    for (let nth = 1; nth <= 30; nth++) {
+      const res = await runChild(`${life}
+        (async () => {
+          const first = await life();
+          const second = await life();
+          console.log(JSON.stringify({ first, second }));
+        })();`, { env: { SIMCUDA_FAIL: `${entry}=CUDA_ERROR_NOT_PERMITTED@${nth}` } });
+      const where = `${entry} refused at call ${nth}`;
+      if (res.status !== 0 || res.signal) {
+        failures.push(`${where}: status ${res.status} signal ${res.signal}\n${res.stdout}${res.stderr}`);
+        continue;
+      }
+      const { first, second } = lastJson(res);
+      const errors = [...first.errors, ...second.errors];
+      refused += errors.length;
+      if (errors.some((e) => e !== 'CUDA_ERROR_NOT_PERMITTED')) {
+        failures.push(`${where}: ${JSON.stringify(errors)}`);
+      }
+      if (errors.length > 1 || !(first.ok || second.ok)) {
+        failures.push(`${where}: ${JSON.stringify([first, second])}`);
+      }
+    }
+  }
+  assert.deepEqual(failures, []);
+  assert.ok(refused > 10, `only ${refused} calls met a refusal`);
+});
