@@ -109,7 +109,9 @@ UVCUDA_EXTERN int uvcuda_driver_load(void);
 /* The dlopen/dlsym message of a failed load, or NULL. Any thread. */
 UVCUDA_EXTERN const char *uvcuda_driver_dlerror(void);
 /* Loads the driver if needed, probes capabilities once, fills *info. Any
- * thread. */
+ * thread. Returns 0, a load error, or the UVCUDA_ECUDA(r) of a driver call
+ * the probe needed and was refused (path and driver_version filled): then
+ * the next call probes again. */
 UVCUDA_EXTERN int uvcuda_driver_info(uvcuda_driver_info_t *info);
 /* Resolves any driver entry point through cuGetProcAddress at the given ABI
  * version (the NNNN of its PFN_name_vNNNN typedef), for callers that want

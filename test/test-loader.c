@@ -193,6 +193,47 @@ static void memops_are_probed(void **state) {
   expect_child(c_no_memops, NULL);
 }
 
+/* A driver call of the capability probe refused once (each entry point the
+ * library resolves, at its first call after the load): uvcuda_driver_info
+ * answers 0 with the full truth, or the refusal's own code; either way the
+ * next call answers 0 and the full truth: a refusal is not remembered as
+ * "no devices" or "no memops". Except the probe's own write: a refused
+ * cuStreamWriteValue is the driver saying no, and reads as such. */
+static int c_probe_refused(void *arg) {
+  const char *entry = arg;
+  uvcuda_driver_info_t a, b;
+  int err, memop;
+  CHECK(uvcuda_driver_load() == 0);
+  memop = strncmp(entry, "cuStreamWriteValue", 18) == 0;
+  simcuda_fail_nth(entry, CUDA_ERROR_NOT_PERMITTED, 1);
+  err = uvcuda_driver_info(&a);
+  simcuda_clear_failures();
+  if (err != 0) {
+    fprintf(stderr, "%s refused: %s\n", entry, uvcuda_err_name(err));
+    CHECK(err == UVCUDA_ECUDA(CUDA_ERROR_NOT_PERMITTED));
+    CHECK(a.driver_version == 13000 && a.path != NULL);
+  } else {
+    CHECK(a.device_count == 1);
+    CHECK((a.memops32 && a.memops64) || memop);
+  }
+  CHECK(uvcuda_driver_info(&b) == 0);
+  CHECK(b.device_count == 1 && b.driver_version == 13000);
+  CHECK((b.memops32 && b.memops64) || (memop && err == 0));
+  return 0;
+}
+
+static void a_refused_probe_is_asked_again(void **state) {
+  int i;
+  (void)state;
+  for (i = 0; i < uvcuda__driver_table_size(); i++) {
+    const char *n = uvcuda__driver_table_name(i);
+    if (strcmp(n, "cuInit") == 0 || strcmp(n, "cuDriverGetVersion") == 0)
+      continue; /* the load's, for the life of the process */
+    if (tu_in_child(c_probe_refused, (void *)n) != 0)
+      fail_msg("%s refused once: child failed", n);
+  }
+}
+
 #define NTHREADS 8
 static int results[NTHREADS];
 static void *load_thread(void *arg) {
@@ -452,6 +493,7 @@ int main(void) {
       cmocka_unit_test(optional_symbol_present_and_missing),
       cmocka_unit_test(failing_cuinit),
       cmocka_unit_test(memops_are_probed),
+      cmocka_unit_test(a_refused_probe_is_asked_again),
       cmocka_unit_test(concurrent_first_use),
       cmocka_unit_test(no_device),
       cmocka_unit_test(out_of_threads_is_enomem),
