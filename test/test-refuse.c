@@ -379,7 +379,7 @@ int main(int argc, char **argv) {
   SPEC(hostfn, HOSTFN, .slow_too = 1);
   SPEC(adaptive, AUTO, .flags = UVCUDA_OPT_ADAPTIVE);
   SPEC(poll, POLL, .slow_too = 0);
-  SPEC(auto_bare, AUTO, .bare = 1);
+  SPEC(auto_bare, AUTO, .bare = 1, .slow_too = 1);
   SPEC(auto_reset, AUTO, .reset = 1);
   SPEC(hostfn_reset, HOSTFN, .reset = 1);
   SPEC(auto_fault, AUTO, .fault = 1, .slow_too = 1);
