@@ -104,6 +104,12 @@ function received(v) {
   return ` Received type ${typeof v} (${shown})`;
 }
 
+function invalidOptions(options) {
+  const err = new TypeError(`The "options" argument must be of type object.${received(options)}`);
+  err.code = 'ERR_INVALID_ARG_TYPE';
+  return err;
+}
+
 function invalidSignal(signal) {
   const err = new TypeError('The "options.signal" property must be an instance of ' +
     `AbortSignal.${received(signal)}`);
@@ -169,13 +175,23 @@ function withSignal(fn, required, positional, passSignal = false) {
   const wrapped = {
     [fn.name](...args) {
       const n = args.length;
-      if (n <= required || !isOptions(args[n - 1])) return fn.apply(this, args);
+      let at; // where the options argument is
+      if (n > positional) { // every positional argument given: what follows
+        at = positional;
+        if (args[at] === undefined) return fn.apply(this, args.slice(0, at));
+        if (!isOptions(args[at])) return Promise.reject(invalidOptions(args[at]));
+      } else if (n > required && isOptions(args[n - 1])) {
+        at = n - 1; // options in place of the optional positional ones
+      } else {
+        return fn.apply(this, args);
+      }
       let signal;
       try {
-        ({ signal } = args.pop());
+        ({ signal } = args[at]);
       } catch (e) { // a throwing getter: a promise-returning call never throws
         return Promise.reject(e);
       }
+      args.length = at;
       if (signal === undefined) return fn.apply(this, args);
       try {
         if (signal === null || typeof signal !== 'object' || !('aborted' in signal) ||

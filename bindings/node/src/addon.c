@@ -227,13 +227,13 @@ int arg_size(napi_env env, napi_value v, const char *what, size_t *out) {
   return 0;
 }
 
-int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo,
+int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo, uint32_t hi,
             uint32_t *out) {
   double d;
   char got[160];
   if (arg_number(env, v, what, &d) != 0) return -1;
-  if (!(d >= lo) || d != floor(d) || d > 4294967295.0) {
-    throw_range(env, "%s must be an integer from %u to 4294967295, got %s", what, lo,
+  if (!(d >= lo) || d != floor(d) || d > hi) {
+    throw_range(env, "%s must be an integer from %u to %u, got %s", what, lo, hi,
                 describe(env, v, got, sizeof(got)));
     return -1;
   }
@@ -336,7 +336,7 @@ int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]) {
     for (i = 0; i < n; i++) {
       snprintf(name, sizeof(name), "%s[%u]", what, i);
       if (napi_get_element(env, v, i, &e) != napi_ok ||
-          arg_u32(env, e, name, 1, &x) != 0)
+          arg_u32(env, e, name, 1, UINT32_MAX, &x) != 0)
         return -1;
       out[i] = x;
     }
@@ -350,7 +350,7 @@ int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]) {
       return -1;
     }
   }
-  if (arg_u32(env, v, what, 1, &x) != 0) return -1;
+  if (arg_u32(env, v, what, 1, UINT32_MAX, &x) != 0) return -1;
   out[0] = x;
   return 0;
 }
@@ -448,15 +448,13 @@ static napi_value js_configure(napi_env env, napi_callback_info info) {
   if ((got = option_get(env, argv[0], "spinBudgetUs", &v)) < 0) return NULL;
   if (got) {
     uint32_t u;
-    if (arg_u32(env, v, "options.spinBudgetUs", 0, &u) != 0) return NULL;
-    if (u > 1000000) return throw_range(env, "options.spinBudgetUs must be <= 1000000");
+    if (arg_u32(env, v, "options.spinBudgetUs", 0, 1000000, &u) != 0) return NULL;
     o.spin_budget_us = (int32_t)u;
   }
   if ((got = option_get(env, argv[0], "probeIntervalUs", &v)) < 0) return NULL;
   if (got) {
     uint32_t u;
-    if (arg_u32(env, v, "options.probeIntervalUs", 50, &u) != 0) return NULL;
-    if (u > 2000) return throw_range(env, "options.probeIntervalUs must be 50..2000");
+    if (arg_u32(env, v, "options.probeIntervalUs", 50, 2000, &u) != 0) return NULL;
     o.probe_interval_us = (int32_t)u;
   }
   if ((got = option_get(env, argv[0], "latencyHistogram", &v)) < 0) return NULL;
@@ -535,13 +533,15 @@ static napi_value js_err_text(napi_env env, napi_callback_info info, int name) {
   int32_t e;
   double d;
   napi_valuetype t;
+  char got[160];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
   if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_number)
     return throw_type(env, "errno must be a number");
   /* As util.getSystemErrorName: an integer, not wrapped or truncated. */
   napi_get_value_double(env, argv[0], &d);
   if (!(d == floor(d)) || d < INT32_MIN || d > INT32_MAX)
-    return throw_range(env, "errno must be an integer in the int32 range, got %g", d);
+    return throw_range(env, "errno must be an integer in the int32 range, got %s",
+                       describe(env, argv[0], got, sizeof(got)));
   e = (int32_t)d;
   napi_create_string_utf8(env, name ? uvcuda_err_name(e) : uvcuda_strerror(e),
                           NAPI_AUTO_LENGTH, &v);

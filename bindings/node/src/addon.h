@@ -77,6 +77,7 @@ struct dev {
   uint64_t gen;
   CUstream alloc_stream;
   uint64_t faults_seen;     /* faults of the device emitted in this env */
+  uint64_t resets_seen;     /* generation of its last reset emitted here */
   struct devobj *objects;   /* its Device wrappers (weak), for 'fault' */
   char name[256];
 };
@@ -198,7 +199,8 @@ struct addon_env *addon_env_get(napi_env env);
  * the message. */
 int arg_is_undefined(napi_env env, napi_value v);
 int arg_size(napi_env env, napi_value v, const char *what, size_t *out);
-int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo,
+/* An integer from lo to hi; the message names that range. */
+int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo, uint32_t hi,
             uint32_t *out);
 int arg_u64_handle(napi_env env, napi_value v, const char *what, uint64_t *out);
 /* Host bytes of a TypedArray, Buffer, DataView or ArrayBuffer. */
@@ -236,10 +238,12 @@ void ctx_pop(CUcontext prev, struct dev *d);
 void addon_env_free_grave(struct addon_env *ae);
 
 /* Before driver calls on d's objects: takes d's reset lock (devstate.h),
- * then checks that each of rs[0..n) (NULL entries skipped) belongs to the
- * current generation. Returns 0 with *gen set (pair with op_leave), or
- * throws (ERR_INVALID_STATE while a reset runs; CUDA_ERROR_CONTEXT_IS_DESTROYED
- * for an object made before the last reset) and returns -1. d may be NULL
+ * then checks that each of rs[0..n) (NULL entries skipped) is open (a
+ * Kernel: its Module too) and belongs to the current generation. Returns 0
+ * with *gen set (pair with op_leave), or throws (ERR_INVALID_STATE while a
+ * reset runs; UVCUDA_ECLOSING for an object closed since the call began,
+ * from a getter of its arguments; CUDA_ERROR_CONTEXT_IS_DESTROYED for an
+ * object made before the last reset) and returns -1. d may be NULL
  * (a foreign stream of no known device): nothing to take. */
 int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
              uint64_t *gen);

@@ -26,7 +26,7 @@ struct devstate {
   int fault_err;       /* its error */
 };
 
-static void announce(int kind, int ordinal, int err);
+static void announce(int kind, int ordinal, int err, uint64_t gen);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_status;
@@ -137,16 +137,17 @@ static int reached_driver(int err) {
          err != UVCUDA_EDRIVEROLD;
 }
 
-int devstate_reset_run(int ordinal) {
+int devstate_reset_run(int ordinal, uint64_t *gen) {
   struct devstate *d = get(ordinal);
   int err;
+  *gen = 0;
   if (d == NULL) return UVCUDA_EINVAL;
   pthread_rwlock_wrlock(&d->rw);
   err = uvcuda_device_reset(ordinal);
   /* Whatever its result, once it reached the driver every object made
    * before is gone (uvcuda retired its records; the reset, if it ran,
    * destroyed the context's): nothing may use their handles again. */
-  if (reached_driver(err)) __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
+  if (reached_driver(err)) *gen = __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
   pthread_mutex_lock(&d->mu);
   d->resetting = 0; /* usable again: the 'reset' event says so */
   /* A driver that keeps the fault (new work still fails with it): the same
@@ -157,7 +158,7 @@ int devstate_reset_run(int ordinal) {
   }
   pthread_mutex_unlock(&d->mu);
   pthread_rwlock_unlock(&d->rw);
-  if (reached_driver(err)) announce(NOTE_RESET, ordinal, err);
+  if (reached_driver(err)) announce(NOTE_RESET, ordinal, err, *gen);
   return err;
 }
 
@@ -196,7 +197,7 @@ static pthread_cond_t subs_cv = PTHREAD_COND_INITIALIZER;
 static struct sub *subs;
 static int watcher_started;
 
-static void announce(int kind, int ordinal, int err) {
+static void announce(int kind, int ordinal, int err, uint64_t gen) {
   struct sub *s;
   struct fault_note *n;
   pthread_mutex_lock(&subs_mu);
@@ -205,6 +206,7 @@ static void announce(int kind, int ordinal, int err) {
     n->kind = kind;
     n->ordinal = ordinal;
     n->err = err;
+    n->gen = gen;
     /* Non-blocking: an env that is going away answers napi_closing. */
     if (napi_call_threadsafe_function(s->tsfn, n, napi_tsfn_nonblocking) != napi_ok)
       free(n);
@@ -224,7 +226,7 @@ void devstate_note_fault(int ordinal, uint64_t gen, int err) {
     fresh = 1;
   }
   pthread_mutex_unlock(&d->mu);
-  if (fresh) announce(NOTE_FAULT, ordinal, err);
+  if (fresh) announce(NOTE_FAULT, ordinal, err, gen);
 }
 
 /* Every 100 ms while some env is subscribed: the health of every open

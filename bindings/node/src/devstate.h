@@ -48,12 +48,13 @@ void devstate_close(int ordinal);
 
 /* Reset: _begin on the JS thread (UVCUDA_EBUSY if one is running), then
  * _run on a pool thread: takes the lock for writing, uvcuda_device_reset,
- * a new generation where the reset reached the driver. Returns its error.
- * The device is usable again once _run is done (the 'reset' event); a
- * second reset is refused until _end, on the JS thread, once the first
- * one's promise is settled (or it will not run). */
+ * a new generation where the reset reached the driver (*gen: it, else 0;
+ * the 'reset' note carries it). Returns its error. The device is usable
+ * again once _run is done (the 'reset' event); a second reset is refused
+ * until _end, on the JS thread, after the calling env emitted 'reset' and
+ * just before it settles the first one's promise (or it will not run). */
 int devstate_reset_begin(int ordinal);
-int devstate_reset_run(int ordinal);
+int devstate_reset_run(int ordinal, uint64_t *gen);
 void devstate_reset_end(int ordinal);
 
 /* Records that the device, in generation gen (the caller holds the read
@@ -73,6 +74,7 @@ struct fault_note {
   int kind;
   int ordinal;
   int err;
+  uint64_t gen; /* a reset: the generation it began */
 };
 int devstate_subscribe(napi_threadsafe_function tsfn);
 void devstate_unsubscribe(napi_threadsafe_function tsfn);

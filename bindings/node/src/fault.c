@@ -9,7 +9,8 @@
  * the error (code, errno, cudaResult, ordinal) as argument. 'reset' is
  * emitted there too when a reset of the device (from any env) is done,
  * with null, or the error it failed with: objects made before are gone
- * then, in every env. Listeners run as any EventEmitter listener does: an
+ * then, in every env. In the env that called reset(), 'reset' comes before
+ * the promise settles. Listeners run as any EventEmitter listener does: an
  * exception thrown by one is an uncaught exception ('uncaughtException'). */
 #include "addon.h"
 #include "devstate.h"
@@ -82,10 +83,14 @@ static void emit_fault(napi_env env, struct addon_env *ae, int ordinal) {
 
 static napi_value reset_error(napi_env env, int ordinal, int err);
 
-static void emit_reset(napi_env env, struct addon_env *ae, int ordinal, int err) {
+/* Once per reset (generation gen) in an env: from reset_complete in the env
+ * that called reset(), before its promise settles, else from the note. */
+static void emit_reset(napi_env env, struct addon_env *ae, int ordinal, int err,
+                       uint64_t gen) {
   struct dev *d = env_dev(ae, ordinal);
   napi_value v = NULL;
-  if (d == NULL) return;
+  if (d == NULL || gen <= d->resets_seen) return;
+  d->resets_seen = gen;
   if (err != 0) v = reset_error(env, ordinal, err);
   else napi_get_null(env, &v);
   if (v != NULL) emit_all(env, d, "reset", v);
@@ -97,7 +102,7 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
   (void)js_cb;
   if (env != NULL && cell->ae != NULL) {
     if (note->kind == NOTE_FAULT) emit_fault(env, cell->ae, note->ordinal);
-    else emit_reset(env, cell->ae, note->ordinal, note->err);
+    else emit_reset(env, cell->ae, note->ordinal, note->err, note->gen);
   }
   free(note);
 }
@@ -199,12 +204,13 @@ struct reset_work {
   int ordinal;
   int err;
   int ran;
+  uint64_t gen; /* the generation the reset began, 0 if it did not reach the driver */
 };
 
 static void reset_execute(napi_env env, void *data) {
   struct reset_work *w = data;
   (void)env;
-  w->err = devstate_reset_run(w->ordinal);
+  w->err = devstate_reset_run(w->ordinal, &w->gen);
   w->ran = 1;
 }
 
@@ -234,10 +240,16 @@ static napi_value reset_error(napi_env env, int ordinal, int err) {
 static void reset_complete(napi_env env, napi_status status, void *data) {
   struct reset_work *w = data;
   napi_value v;
-  /* Over only now: a second reset() made before this promise settles is
-   * refused even if the pool thread has finished (it was, under load). */
+  int closing = uvcuda_napi_closing(env);
+  /* 'reset' first (unless the note brought it already): the device is
+   * usable from the event on, and its listeners run before anything that
+   * waits on the promise. */
+  if (!closing && w->ran && w->gen != 0)
+    emit_reset(env, addon_env_get(env), w->ordinal, w->err, w->gen);
+  /* Over only now: a second reset() made before this promise settles (the
+   * listeners' too) is refused even if the pool thread has finished. */
   devstate_reset_end(w->ordinal);
-  if (!uvcuda_napi_closing(env)) { /* at env teardown JS may not run */
+  if (!closing) { /* at env teardown JS may not run */
     if (status == napi_ok && w->ran && w->err == 0) {
       if (napi_get_undefined(env, &v) == napi_ok) napi_resolve_deferred(env, w->deferred, v);
     } else {

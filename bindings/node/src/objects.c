@@ -92,7 +92,18 @@ int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
   }
   for (i = 0; i < n; i++) {
     struct res *r = rs[i];
-    if (r == NULL || !res_stale(r)) continue;
+    const struct res *mod;
+    if (r == NULL) continue;
+    /* Closed by JS that ran inside this very call (a getter of one of its
+     * arguments): its handle may be destroyed and handed out anew. */
+    mod = r->kind == RES_KERNEL && ((struct kern_res *)r)->mod != NULL
+              ? &((struct kern_res *)r)->mod->h : NULL;
+    if (r->closed || (mod != NULL && mod->closed)) {
+      if (d != NULL) devstate_leave(d->ordinal);
+      throw_closed(env, addon_class_names[r->closed ? r->kind : RES_MODULE]);
+      return -1;
+    }
+    if (!res_stale(r)) continue;
     if (d != NULL) devstate_leave(d->ordinal);
     throw_stale(env, addon_class_names[r->kind], r->dev->ordinal);
     return -1;
@@ -169,6 +180,7 @@ static struct dev *dev_open(napi_env env, struct addon_env *ae, int ordinal) {
     int ferr;
     d->faults_seen = devstate_faults(ordinal, &ferr);
   }
+  d->resets_seen = devstate_gen(ordinal); /* the same for resets */
   d->refs = 1; /* the env's, until it is deleted */
   ae->devs[ordinal] = d;
   return d;
@@ -455,7 +467,7 @@ static napi_value device_ctor(napi_env env, napi_callback_info info) {
   if (napi_get_new_target(env, info, &target) != napi_ok || target == NULL)
     return throw_type(env, "Class constructor Device cannot be invoked without 'new'");
   if (argc >= 1 && !arg_is_undefined(env, argv[0]) &&
-      arg_u32(env, argv[0], "ordinal", 0, &ordinal) != 0)
+      arg_u32(env, argv[0], "ordinal", 0, INT32_MAX, &ordinal) != 0)
     return NULL;
   if (ordinal > 0x7fffffffu) return throw_range(env, "ordinal is too large, got %u", ordinal);
   if ((d = dev_open(env, ae, (int)ordinal)) == NULL) return NULL;
@@ -569,10 +581,11 @@ static napi_value device_alloc(napi_env env, napi_callback_info info) {
   return obj;
 }
 
-/* A PTX text image: NUL-free and naming an .entry (a cubin or fatbin is
- * binary). */
+/* A PTX text image: NUL-free but for its terminator(s), as C hands PTX to
+ * cuModuleLoadData, and naming an .entry (a cubin or fatbin is binary). */
 static int is_ptx(const char *img, size_t len) {
-  return memchr(img, '\0', len) == NULL && strstr(img, ".entry") != NULL;
+  while (len > 0 && img[len - 1] == '\0') len--;
+  return len > 0 && memchr(img, '\0', len) == NULL && strstr(img, ".entry") != NULL;
 }
 
 /* device.loadModule(image: string | Buffer | TypedArray): Module. PTX is

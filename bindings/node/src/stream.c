@@ -177,12 +177,15 @@ static int op_enqueue(uvcuda_stream_t stream, void *data) {
   return (int)r;
 }
 
+/* 1 if signal.aborted is true, 0 if not, -1 if reading it threw. */
 static int signal_aborted(napi_env env, napi_value signal) {
   napi_value v;
-  bool b = false;
-  if (signal == NULL || napi_get_named_property(env, signal, "aborted", &v) != napi_ok ||
-      napi_get_value_bool(env, v, &b) != napi_ok)
-    return 0;
+  bool b = false, threw = false;
+  if (signal == NULL) return 0;
+  if (napi_get_named_property(env, signal, "aborted", &v) != napi_ok)
+    /* A throwing getter fails the call with the exception pending. */
+    return napi_is_exception_pending(env, &threw) == napi_ok && threw ? -1 : 0;
+  if (napi_get_value_bool(env, v, &b) != napi_ok) return 0;
   return b;
 }
 
@@ -194,8 +197,11 @@ static napi_status op_convert(napi_env env, void *data, const napi_value *kept,
     void *host = NULL;
     size_t len = 0;
     int detached = 0;
-    /* The caller gave up on this copy: leave dst as it is. */
-    if (o->signal_keep >= 0 && signal_aborted(env, kept[o->signal_keep])) return napi_ok;
+    /* The caller gave up on this copy: leave dst as it is. A signal-like
+     * object whose getter threw: that error, and dst left alone too. */
+    int aborted = o->signal_keep >= 0 ? signal_aborted(env, kept[o->signal_keep]) : 0;
+    if (aborted < 0) return napi_pending_exception;
+    if (aborted) return napi_ok;
     if (host_bytes(env, dst, &host, &len, &detached) != 0 || detached || len != o->bytes) {
       throw_state(env, "copyFromDevice: dst was detached or transferred (its %zu bytes "
                        "are now %zu) while the copy was pending; nothing was written "
@@ -690,10 +696,9 @@ static napi_value memset_(napi_env env, napi_callback_info info) {
   uint32_t value;
 
   if (s == NULL || res_unwrap(env, argv[0], RES_MEMORY, "dst", 0, &mr) != 0 ||
-      arg_u32(env, argv[1], "value", 0, &value) != 0 ||
+      arg_u32(env, argv[1], "value", 0, 255, &value) != 0 ||
       opt_size(env, argv[3], "offset", 0, &off) != 0)
     return NULL;
-  if (value > 255) return throw_range(env, "value must be a byte (0 to 255), got %u", value);
   m = (struct mem_res *)mr;
   if (off > m->size)
     return throw_range(env, "offset %zu is past the end (%zu bytes)", off, m->size);
@@ -731,7 +736,7 @@ static struct op *launch_op(napi_env env, struct stream_res *s, napi_value self,
   if (arg_dim3(env, argv[1], "grid", grid) != 0 ||
       arg_dim3(env, argv[2], "block", block) != 0 ||
       (!arg_is_undefined(env, argv[4]) &&
-       arg_u32(env, argv[4], "sharedMemBytes", 0, &shmem) != 0))
+       arg_u32(env, argv[4], "sharedMemBytes", 0, UINT32_MAX, &shmem) != 0))
     return NULL;
   if ((o = op_new(OP_LAUNCH, k->nparams, 2 + k->nparams, OP_MAX_KEEP)) == NULL) {
     throw_uv(env, UVCUDA_ENOMEM);

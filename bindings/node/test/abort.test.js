@@ -159,6 +159,68 @@ test('a signal that is not an AbortSignal rejects with ERR_INVALID_ARG_TYPE', as
   }
 });
 
+// As Node core's validateObject(options, 'options') (timers/promises,
+// fs/promises): where every positional argument is given, what follows is
+// the options argument, and it must be an object (or undefined).
+test('an options argument that is not an object rejects with ERR_INVALID_ARG_TYPE', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(64);
+  const m2 = dev.alloc(64);
+  const host = new Uint8Array(16);
+  const at = {
+    'copyToDevice(dst, src, offset, opts)': (o) => s.copyToDevice(m, host, 16, o),
+    'copyFromDevice(dst, src, offset, opts)': (o) => s.copyFromDevice(host, m, 8, o),
+    'copyDevice(dst, src, n, dOff, sOff, opts)': (o) => s.copyDevice(m2, m, 8, 16, 0, o),
+    'memset(dst, v, n, off, opts)': (o) => s.memset(m, 1, 8, 8, o),
+    'launch(kernel, grid, block, args, shmem, opts)': (o) => s.launch(k.add, 1, 4, [m, 4, 1], 0, o),
+    'fence(opts)': (o) => s.fence(o),
+    'fenceOnThreadPool(opts)': (o) => s.fenceOnThreadPool(o),
+    'launchOnThreadPool(..., shmem, opts)': (o) => s.launchOnThreadPool(k.add, 1, 4, [m, 4, 1], 0, o),
+    'uvcuda.fence(handle, device, opts)': (o) => uvcuda.fence(s.handle, dev, o),
+    'device.reset(opts)': (o) => dev.reset(o),
+  };
+  const before = uvcuda.stats().awaited;
+  for (const [label, f] of Object.entries(at)) {
+    for (const [bad, shown] of [[42, 'Received type number (42)'], ['x', "Received type string ('x')"],
+      [null, 'Received null'], [true, 'Received type boolean (true)'], [[], 'Received an instance of Array'],
+      [() => {}, 'Received function ']]) {
+      let p;
+      assert.doesNotThrow(() => { p = f(bad); }, label);
+      await assert.rejects(p, (e) => {
+        assert.equal(e.name, 'TypeError', label);
+        assert.equal(e.code, 'ERR_INVALID_ARG_TYPE', label);
+        assert.ok(e.message.startsWith('The "options" argument must be of type object.'), e.message);
+        assert.ok(e.message.includes(shown), `${label}: ${e.message}`);
+        return true;
+      }, `${label} ${String(bad)}`);
+    }
+  }
+  assert.equal(uvcuda.stats().awaited, before, 'something was enqueued');
+  // undefined is no options at all.
+  await s.fence(undefined);
+  await s.memset(m, 1, 8, 8, undefined);
+});
+
+test('a signal whose aborted getter throws when the copy lands: rejects with that error, dst untouched', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(16);
+  const boom = new Error('boom');
+  let reads = 0;
+  // Read once when the call starts (not aborted), again when the copy lands.
+  const signal = {
+    get aborted() { if (reads++ > 0) throw boom; return false; },
+    addEventListener() {},
+    removeEventListener() {},
+  };
+  await s.memset(m, 7);
+  s.launch(k.sleep, 1, 1, [20_000_000n]);
+  const dst = new Uint8Array(16).fill(1);
+  await assert.rejects(s.copyFromDevice(dst, m, { signal }), (e) => e === boom);
+  assert.ok(reads >= 2, 'the getter was read when the copy landed');
+  assert.deepEqual(dst, new Uint8Array(16).fill(1));
+  await s.fence();
+});
+
 test('one signal for many calls: all reject at its abort, the others settle', async () => {
   const s = dev.createStream();
   const ac = new AbortController();

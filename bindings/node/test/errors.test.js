@@ -124,6 +124,20 @@ test('getFunction: names and signatures', () => {
     { name: 'Error', code: 'CUDA_ERROR_NOT_FOUND', errno: -20500, cudaResult: 500 });
 });
 
+test('getFunction checks the signature of a PTX image that ends in NUL bytes too', () => {
+  // How C hands PTX to cuModuleLoadData; the PTX's .entry is then what
+  // counts the parameters where the driver cannot (the simulation, drivers
+  // before 12.4).
+  const ptx = require('./common').ptx;
+  for (const image of [ptx + '\0', Buffer.from(ptx + '\0\0'), new TextEncoder().encode(ptx + '\0')]) {
+    const mod = dev.loadModule(image);
+    assert.throws(() => mod.getFunction('uvcuda_add_u32', ['ptr']),
+      { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE' });
+    assert.ok(mod.getFunction('uvcuda_add_u32', ['ptr', 'u32', 'u32']));
+    mod.unload();
+  }
+});
+
 test('stream handles and fence arguments', async () => {
   assert.throws(() => uvcuda.Stream.fromHandle(123), typeError);
   assert.throws(() => uvcuda.Stream.fromHandle(-1n), rangeError);
@@ -159,6 +173,34 @@ test('errorName / strerror take an integer, never a wrapped or truncated one', (
     assert.throws(() => uvcuda.strerror(bad), { ...rangeError, code: 'ERR_OUT_OF_RANGE' });
   }
   assert.equal(typeof uvcuda.errorName(-(2 ** 31)), 'string');
+});
+
+test('messages print numbers as JavaScript does and name the range the call accepts', async () => {
+  const got = (f) => { try { f(); } catch (e) { return e; } assert.fail('did not throw'); };
+  for (const [v, shown] of [[2 ** 31, '2147483648'], [NaN, 'NaN'], [Infinity, 'Infinity'],
+    [-Infinity, '-Infinity'], [1.5, '1.5'], [1e21, '1e+21'], [-(2 ** 31) - 1, '-2147483649']]) {
+    for (const f of [uvcuda.errorName, uvcuda.strerror]) {
+      const e = got(() => f(v));
+      assert.equal(e.code, 'ERR_OUT_OF_RANGE');
+      assert.ok(e.message.endsWith(`got ${shown}`), e.message);
+    }
+  }
+  // The bound in the message is the one the call applies: a value inside
+  // it is not refused by a narrower check afterwards.
+  const m1 = dev.alloc(8);
+  for (const v of [-1, 256, 1.5]) {
+    await rejects(() => s.memset(m1, v), (e) => e.code === 'ERR_OUT_OF_RANGE' &&
+      /from 0 to 255, got /.test(e.message));
+  }
+  await s.memset(m1, 255);
+  for (const [opt, v, range] of [['probeIntervalUs', 49, '50 to 2000'],
+    ['probeIntervalUs', 2001, '50 to 2000'], ['spinBudgetUs', 1000001, '0 to 1000000'],
+    ['spinBudgetUs', -1, '0 to 1000000']]) {
+    const e = got(() => uvcuda.configure({ [opt]: v }));
+    assert.equal(e.code, 'ERR_OUT_OF_RANGE');
+    assert.ok(e.message.includes(`options.${opt} must be an integer from ${range}, got ${v}`),
+      e.message);
+  }
 });
 
 test('a buffer detached before the call rejects ERR_INVALID_STATE, copies nothing', async () => {
@@ -251,6 +293,55 @@ test('closed objects: TypeError UVCUDA_ECLOSING', async () => {
   await rejects(() => uvcuda.fence(s2), closed);
   assert.doesNotThrow(() => s2.destroy());
   await s.fence();
+});
+
+// A getter in the call's own arguments runs JS in the middle of the call;
+// an object closed there is closed for this call too: nothing is enqueued
+// with its handle (the stream may already be destroyed and its handle
+// handed to a new stream).
+test('an object closed by a getter of the call\'s own arguments: UVCUDA_ECLOSING, nothing runs', async () => {
+  const getter = (arr, i, value, fn) => {
+    Object.defineProperty(arr, i, { get() { fn(); return value; } });
+    return arr;
+  };
+  const target = dev.alloc(4 * 16);
+  await s.memset(target, 0);
+  // grid / block are read before anything holds the stream: it is destroyed
+  // at once, its handle free for the next createStream.
+  const s1 = dev.createStream();
+  await rejects(() => s1.launch(k.add, getter([1], 0, 1, () => s1.destroy()), 16,
+    [target, 16, 1]), closed);
+  assert.equal(s1.destroyed, true);
+  const s2 = dev.createStream();
+  await rejects(() => s2.launchOnThreadPool(k.add, 1, getter([16], 0, 16, () => s2.destroy()),
+    [target, 16, 1]), closed);
+  // args are read after the stream and the kernel are held.
+  const s3 = dev.createStream();
+  await rejects(() => s3.launch(k.add, 1, 16, getter([target, 16, 0], 2, 1, () => s3.destroy())),
+    closed);
+  assert.equal(s3.destroyed, true);
+  const s4 = dev.createStream();
+  const m4 = dev.alloc(4 * 16);
+  await rejects(() => s4.launch(k.add, 1, 16, getter([m4, 16, 0], 2, 1, () => m4.free())),
+    closed);
+  assert.equal(m4.freed, true);
+  const mod5 = dev.loadModule(require('./common').ptx);
+  const add5 = mod5.getFunction('uvcuda_add_u32', ['ptr', 'u32', 'u32']);
+  await rejects(() => s4.launch(add5, 1, 16, getter([target, 16, 0], 2, 1, () => mod5.unload())),
+    closed);
+  await rejects(() => s4.launchOnThreadPool(k.add, 1, 16,
+    getter([target, 16, 0], 2, 1, () => s4.destroy())), closed);
+  // getFunction reads the signature before it asks the module.
+  const mod6 = dev.loadModule(require('./common').ptx);
+  assert.throws(() => mod6.getFunction('uvcuda_add_u32',
+    getter(['ptr', 'u32', 'u32'], 2, 'u32', () => mod6.unload())), closed);
+  // None of the launches ran.
+  assert.deepEqual(await s.copyFromDevice(new Uint32Array(16), target), new Uint32Array(16));
+  // The handles went back: new streams work.
+  const s7 = dev.createStream();
+  await s7.launch(k.add, 1, 16, [target, 16, 2]);
+  assert.deepEqual(await s7.copyFromDevice(new Uint32Array(16), target),
+    new Uint32Array(16).fill(2));
 });
 
 test('a capturing stream rejects with UVCUDA_ECAPTURING, then works again', async () => {

@@ -202,6 +202,37 @@ test('health, reset and fault events: arguments and a second reset at once', asy
   });
 });
 
+// README: the device is usable from the 'reset' event on, and another
+// reset() is refused until this one's promise settles: in the thread that
+// called reset(), the event comes first, then the promise settles.
+test("the 'reset' event comes before reset()'s promise settles; a reset() from the listener is refused", async () => {
+  const res = await runChild(`${helpers}
+    (async () => {
+      const k = common.setup();
+      const order = [];
+      const inListener = [];
+      k.dev.on('reset', (e) => {
+        order.push('event');
+        inListener.push(k.dev.reset().then(() => 'resolved', (err) => err.code));
+      });
+      for (let i = 0; i < 6; i++) {
+        if (i % 2) await roundTrip(k.dev); // faulted or not: the same order
+        else await fault(k);
+        const p = k.dev.reset();
+        p.then(() => order.push('settled'), (e) => order.push('rejected ' + e.code));
+        await p.catch(() => {});
+        order.push('after');
+      }
+      const refused = await Promise.all(inListener);
+      console.log(JSON.stringify({ order, refused, ok: await roundTrip(k.dev) }));
+    })();`);
+  assert.equal(res.status, 0, res.stderr);
+  const out = lastJson(res);
+  assert.deepEqual(out.order, Array(6).fill(['event', 'settled', 'after']).flat());
+  assert.deepEqual(out.refused, Array(6).fill('ERR_INVALID_STATE'));
+  assert.equal(out.ok, true);
+});
+
 // The H200 with driver 580 keeps a fault: cuDevicePrimaryCtxReset returns
 // success, and the new work reset() checks with fails with
 // CUDA_ERROR_ILLEGAL_ADDRESS. Here the simulation is made to do that (the
