@@ -353,7 +353,8 @@ UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
  * enqueues a completion marker after it. Returns 0 when `cb` will be called
  * exactly once, on a later loop iteration, never from inside this call; an
  * error from the op or the driver, or a capturing stream
- * (UVCUDA_ECAPTURING), comes through `cb`. Returns an error, and `cb` is not
+ * (UVCUDA_ECAPTURING; also one the op began capturing: the marker would
+ * join the graph), comes through `cb`. Returns an error, and `cb` is not
  * called, only for misuse: UVCUDA_EINVAL (NULL f or cb), UVCUDA_ENOTINIT,
  * UVCUDA_EBUSY (already started), UVCUDA_ECLOSING, UVCUDA_EWRONGTHREAD. The
  * stream must stay valid until the callback runs. */

@@ -83,6 +83,14 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     goto fail;
   }
   if (op != NULL) err = uvcuda__op_result(op(f, s));
+  /* The op may have begun a capture on s: the marker would join the
+   * graph and never be written. */
+  if (err == 0 && op != NULL) {
+    if ((r = uvcuda__drv.cuStreamIsCapturing(s, &cap)) != CUDA_SUCCESS)
+      err = UVCUDA_ECUDA(r);
+    else if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
+      err = UVCUDA_ECAPTURING;
+  }
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
   uvcuda__ctx_pop(want, prev);
   if (err == 0) return 0;

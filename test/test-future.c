@@ -482,6 +482,54 @@ static void capturing_stream_is_refused(void **state) {
   tu_fx_close(e);
 }
 
+/* An op may begin a capture on its own stream (nothing forbids it): the
+ * marker would join the capture and never be written, so the future fails
+ * with UVCUDA_ECAPTURING, once, and the capture is left as the op made it. */
+static CUstreamCaptureMode op_capture_mode;
+static int op_begins_capture(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  return (int)tu.cuStreamBeginCapture((CUstream)s, op_capture_mode);
+}
+
+static void op_that_begins_a_capture_is_refused(void **state) {
+  static const CUstreamCaptureMode modes[] = {CU_STREAM_CAPTURE_MODE_RELAXED,
+                                              CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                              CU_STREAM_CAPTURE_MODE_GLOBAL};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
+  CUstreamCaptureStatus cs;
+  CUgraph graph;
+  CUstream s;
+  size_t i;
+
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+    op_capture_mode = modes[i];
+    TU_OK(uvcuda_future_start(f, s, op_begins_capture, tu_rec_done));
+    tu_run(&e->uv, 5000);
+    assert_int_equal(r->calls, (int)(2 * i + 1));
+    assert_int_equal(r->status, UVCUDA_ECAPTURING);
+    assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_IDLE);
+    TU_CU(tu.cuStreamIsCapturing(s, &cs));
+    assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE); /* the op's, intact */
+    graph = NULL;
+    TU_CU(tu.cuStreamEndCapture(s, &graph));
+    if (graph) tu.cuGraphDestroy(graph);
+    /* The stream works again once the capture ended. */
+    TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+    tu_run(&e->uv, 5000);
+    assert_int_equal(r->calls, (int)(2 * i + 2));
+    assert_int_equal(r->status, 0);
+  }
+  close_future(e, f);
+  tu_stream_destroy(s);
+  tu_fx_close(e);
+}
+
 /* The caller's context is restored; the stream's is current for the op. */
 static CUcontext seen_in_op;
 static int op_see_ctx(uvcuda_future_t *f, uvcuda_stream_t s) {
@@ -839,6 +887,7 @@ static void loops_on_threads(void **state) {
   LOOP(op_errors_reach_the_callback, c, 20),            \
   LOOP(driver_error_reaches_the_callback, c, 20),       \
   LOOP(capturing_stream_is_refused, c, 20),             \
+  LOOP(op_that_begins_a_capture_is_refused, c, 20),     \
   LOOP(stream_context_made_current, c, 20),             \
   LOOP(calls_from_another_thread_fail, c, 20),          \
   LOOP(misuse_returns_errors, c, 20),                   \
