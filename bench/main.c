@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
       {SEC_LATENCY, "latency", section_latency, 110 * SEC, 25 * SEC},
       {SEC_SPIN, "spin", section_spin, 25 * SEC, 8 * SEC},
       {SEC_SCALING, "scaling", section_scaling, 70 * SEC, 15 * SEC},
-      {SEC_DELIVERY, "delivery", section_delivery, 40 * SEC, 15 * SEC},
+      {SEC_DELIVERY, "delivery", section_delivery, 80 * SEC, 20 * SEC},
       {SEC_THROUGHPUT, "throughput", section_throughput, 30 * SEC, 10 * SEC},
       {SEC_IDLE, "idle", section_idle, 15 * SEC, 8 * SEC},
       {SEC_WAKE, "wake", section_wake, 10 * SEC, 4 * SEC},

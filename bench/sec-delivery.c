@@ -4,7 +4,17 @@
  * GPU switched between a fast and a slow mode between its rows (H200, run
  * 12), taking the loop's wake-up with it; rounds of both states, each pair
  * a few seconds apart, put both under the same drift, and each round's
- * difference is reported beside the pooled one. */
+ * difference is reported beside the pooled one.
+ *
+ * Two variants. With the default spin budget (uvcuda-auto), the timed
+ * future is seen by the loop's own spin when the GPU answers within it,
+ * else by the reactor after a wake-up: if the GPU's start -> seen grows
+ * with N (it did on the H100, run 14: 10 -> 130 us), the N rows pay a
+ * wake-up the N=1 rows do not, and the difference measures the path, not
+ * the delivery. With spin budget 0 (uvcuda-auto-nospin) every sample of
+ * both states is armed at once and delivered after a reactor wake-up: the
+ * same path, so the difference is what N pending futures cost the
+ * delivery itself (the target line uses it). */
 #include "bench.h"
 
 #include <inttypes.h>
@@ -57,12 +67,16 @@ static double seen_p50(acc_t *a) {
   return a->ph && a->k ? median_of(a->ph + a->cap, a->k) : NAN;
 }
 
+static double enq_p50(acc_t *a) {
+  return a->ph && a->k ? median_of(a->ph, a->k) : NAN;
+}
+
 /* Every round's samples of one state into one row. */
-static void pooled_row(acc_t *rounds, int nr, int N, row_t *w) {
+static void pooled_row(const char *method, acc_t *rounds, int nr, int N, row_t *w) {
   acc_t all;
   int i, j, n = 0;
   for (i = 0; i < nr; i++) n += rounds[i].k;
-  row_init(w, "delivery", "uvcuda-auto", "empty", N);
+  row_init(w, "delivery", method, "empty", N);
   if (acc_init(&all, n, 1) != 0) return;
   for (i = 0; i < nr; i++) {
     acc_t *a = &rounds[i];
@@ -86,7 +100,9 @@ static void pooled_row(acc_t *rounds, int nr, int N, row_t *w) {
   acc_free(&all);
 }
 
-void section_delivery(void) {
+/* One variant: `method` names its rows, spin_us its spin budget (-1: the
+ * default). */
+static void delivery_variant(const char *method, int spin_us) {
   acc_t a1[DELIVERY_ROUNDS], aN[DELIVERY_ROUNDS];
   double diff[DELIVERY_ROUNDS];
   int N = DELIVERY_N, bs, i, nr = 0, rc = 0, leak = 0;
@@ -101,17 +117,13 @@ void section_delivery(void) {
     N = bench.nxctx * NPEND * 800;
   bs = bench.opt.samples / rounds;
   if (bs < 5) bs = 5;
-  section_header("delivery: seen -> callback of one timed `empty` future, 1 vs "
-                 "N pending, alternating rounds, us",
-                 "uvcuda-auto; N futures on the held streams of the scaling "
-                 "contexts; each round measures both states (order "
-                 "alternating), each state a block of samples");
+  printf(" %s (spin budget %s):\n", method, spin_us < 0 ? "default" : "0 us");
   memset(a1, 0, sizeof(a1));
   memset(aN, 0, sizeof(aN));
-  r = run_new(&METHODS[M_AUTO], bench.timed, &WL[W_EMPTY], -1);
+  r = run_new(&METHODS[M_AUTO], bench.timed, &WL[W_EMPTY], spin_us);
   if (r == NULL) return;
   r->timing = 1;
-  row_init(&scratch, "delivery", "uvcuda-auto", "empty", 1);
+  row_init(&scratch, "delivery", method, "empty", 1);
   if (run_open(r) != 0 || measure(r, bench.opt.warmup, 1, &scratch) != 0 ||
       (pf = calloc((size_t)N, sizeof(*pf))) == NULL) {
     printf("  could not open the run: %s\n", r->err[0] ? r->err : "no memory");
@@ -128,7 +140,7 @@ void section_delivery(void) {
     for (s = 0; s < 2 && rc == 0; s++) {
       int many = (s + i) % 2; /* 1, N in even rounds; N, 1 in odd ones */
       row_t *w = many ? &wN : &w1;
-      row_init(w, "delivery", "uvcuda-auto", "empty", many ? N : 1);
+      row_init(w, "delivery", method, "empty", many ? N : 1);
       if (!many) {
         rc = measure_into(r, 0, bs, &a1[i], w);
         continue;
@@ -154,8 +166,9 @@ void section_delivery(void) {
       double p1 = deliver_p50(&a1[i]), pN = deliver_p50(&aN[i]);
       diff[i] = pN - p1;
       printf("  round %d: seen -> callback p50 %.2f (N=1), %.2f (N=%d): "
-             "%+.2f us; start -> seen p50 %.1f, %.1f\n", i + 1, p1, pN, N,
-             diff[i], seen_p50(&a1[i]), seen_p50(&aN[i]));
+             "%+.2f us; start -> seen p50 %.1f, %.1f; start -> enqueued "
+             "p50 %.1f, %.1f\n", i + 1, p1, pN, N, diff[i], seen_p50(&a1[i]),
+             seen_p50(&aN[i]), enq_p50(&a1[i]), enq_p50(&aN[i]));
       fflush(stdout);
     } else {
       nr = i; /* this round is incomplete: left out */
@@ -169,8 +182,8 @@ void section_delivery(void) {
   }
   if (nr > 0) {
     double med;
-    pooled_row(a1, nr, 1, &w1);
-    pooled_row(aN, nr, N, &wN);
+    pooled_row(method, a1, nr, 1, &w1);
+    pooled_row(method, aN, nr, N, &wN);
     med = median_of(diff, nr); /* sorts diff: the rounds are printed */
     row_extra(&wN, "rounds_diff_median=%.2f", med);
     row_emit(&w1);
@@ -191,4 +204,17 @@ out:
     free(r);
     free(pf);
   }
+}
+
+void section_delivery(void) {
+  section_header("delivery: seen -> callback of one timed `empty` future, 1 vs "
+                 "N pending, alternating rounds, us",
+                 "N futures on the held streams of the scaling contexts; each "
+                 "round measures both states (order alternating), each state "
+                 "a block of samples; uvcuda-auto with the default spin "
+                 "budget, then uvcuda-auto-nospin (budget 0: every sample "
+                 "delivered after a reactor wake-up, in both states)");
+  delivery_variant("uvcuda-auto", -1);
+  if (past_deadline() || bench.timeouts) return;
+  delivery_variant("uvcuda-auto-nospin", 0);
 }
