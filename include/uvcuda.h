@@ -250,10 +250,12 @@ UVCUDA_EXTERN int uvcuda_loop_adaptive(const uvcuda_loop_t *ul);
 
 typedef struct uvcuda_stats_s {
   uint64_t started;           /* successful uvcuda_future_start calls */
-  uint64_t completed_spin;    /* seen done while spinning on the loop */
+  /* Each callback counts once, by its status: completed_* (status 0, by
+   * who saw the work done) + failed + cancelled = callbacks run. */
+  uint64_t completed_spin;    /* seen done by the loop's spin, no wakeup */
   uint64_t completed_reactor; /* delivered after a reactor wakeup */
   uint64_t completed_hostfn;  /* delivered after a host function ran */
-  uint64_t completed_poll;    /* seen done by the POLL strategy */
+  uint64_t completed_poll;    /* seen done by a POLL loop's passes */
   uint64_t failed;            /* callback got an error (not cancellation) */
   uint64_t cancelled;         /* callback got UVCUDA_ECANCELED */
   uint64_t fallbacks;         /* timelines that fell back to host functions */
@@ -324,6 +326,7 @@ struct CUevent_st; /* CUevent */
   struct uvcuda__queue spin_node_; /* the loop's spin FIFO */               \
   struct uvcuda__queue q_node_;    /* the loop's delivery or close queue */\
   int adapt_;                      /* adaptive spin: what was predicted */  \
+  int done_by_;                    /* who saw it done: its stats counter */ \
   uint64_t wake_ns_, hot_until_ns_; /* pre-wake, end of its spin window */  \
   struct uvcuda__queue pw_node_;   /* the loop's pre-wake or hot queue */
 

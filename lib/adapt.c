@@ -189,7 +189,7 @@ void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
     uvcuda_future_t *f = future_of(q);
     next = q->next;
     if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* being delivered */
-    uvcuda__tl_harvest(set, f->tl_, UVCUDA__SEEN_WAKE);
+    uvcuda__tl_harvest(set, f->tl_, UVCUDA__SEEN_LOOP);
     if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* done: forget counts it */
     f->adapt_ =
         UVCUDA__ADAPT_HOT; /* polled and not yet done: spinning for it */

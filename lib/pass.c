@@ -71,6 +71,15 @@ static void record_latency(struct uvcuda__loop *l, uvcuda_future_t *f) {
   l->stats.latency_hist[b]++;
 }
 
+static void count_completed(uvcuda_stats_t *st, int by) {
+  switch (by) {
+    case UVCUDA__BY_SPIN: st->completed_spin++; break;
+    case UVCUDA__BY_HOSTFN: st->completed_hostfn++; break;
+    case UVCUDA__BY_POLL: st->completed_poll++; break;
+    default: st->completed_reactor++; break;
+  }
+}
+
 /* Runs the callbacks queued before this pass; what they queue waits for
  * the next pass, so a callback that restarts a failing future can't spin
  * the loop here. */
@@ -93,6 +102,8 @@ static void deliver(struct uvcuda__loop *l) {
       l->stats.cancelled++;
     else if (status != 0)
       l->stats.failed++;
+    else
+      count_completed(&l->stats, f->done_by_);
     if (l->opts.flags & UVCUDA_OPT_LATENCY_HISTOGRAM) record_latency(l, f);
     if (l->opts.flags & UVCUDA_OPT_TIMING) f->callback_ns_ = uv_hrtime();
     if (f->closing_) {

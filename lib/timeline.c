@@ -282,13 +282,17 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
     }
     f->seen_ns_ = seen;
     if (f->state_ == UVCUDA_FUTURE_SPINNING || f->adapt_ == UVCUDA__ADAPT_HOT)
-      set->stats->completed_spin++;
-    else if (seen_by == UVCUDA__SEEN_POLL)
-      set->stats->completed_poll++;
+      f->done_by_ = UVCUDA__BY_SPIN;
+    else if (seen_by == UVCUDA__SEEN_POLL ||
+             (seen_by == UVCUDA__SEEN_LOOP &&
+              set->completion == UVCUDA_COMPLETION_POLL))
+      f->done_by_ = UVCUDA__BY_POLL;
+    else if (seen_by == UVCUDA__SEEN_LOOP) /* another future's spin: no wake-up */
+      f->done_by_ = UVCUDA__BY_SPIN;
     else if (tl->mode == UVCUDA__TL_HOSTFN)
-      set->stats->completed_hostfn++;
+      f->done_by_ = UVCUDA__BY_HOSTFN;
     else
-      set->stats->completed_reactor++;
+      f->done_by_ = UVCUDA__BY_REACTOR;
     unhook(tl, f);
     uvcuda__deliver_push(set->dq, f, 0);
     n++;
@@ -321,7 +325,7 @@ void uvcuda__tl_spin_poll(struct uvcuda__tlset *set,
     uvcuda__drv_leave(&sc);
     uvcuda__context_unpin(tl->ctx);
   }
-  uvcuda__tl_harvest(set, tl, UVCUDA__SEEN_WAKE);
+  uvcuda__tl_harvest(set, tl, UVCUDA__SEEN_LOOP);
 }
 
 void uvcuda__tl_tickets(struct uvcuda__tlset *set, struct uvcuda__queue *done) {

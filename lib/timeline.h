@@ -80,6 +80,16 @@ struct uvcuda__tlset {
 /* Who saw the counters pass, for the stats. */
 #define UVCUDA__SEEN_WAKE 0 /* reactor or host function */
 #define UVCUDA__SEEN_POLL 1 /* the POLL strategy's pass */
+#define UVCUDA__SEEN_LOOP 2 /* the loop's own spin or pre-wake poll */
+
+/* A harvested future's stats counter (f->done_by_), counted when its
+ * callback runs with status 0: one closed before that is cancelled only. */
+enum {
+  UVCUDA__BY_SPIN = 1,
+  UVCUDA__BY_REACTOR,
+  UVCUDA__BY_HOSTFN,
+  UVCUDA__BY_POLL
+};
 
 void uvcuda__tl_init(struct uvcuda__tlset *set);
 /* The timeline of stream s, made on first use. For the NULL, legacy and

@@ -149,6 +149,122 @@ static void no_spin_goes_straight_to_armed(void **state) {
   tu_fx_close(e);
 }
 
+/* The outcome counters add up: each callback is counted once, as what it
+ * got. Two futures complete in the same pass; the first one's callback
+ * closes the second, already COMPLETE: it gets UVCUDA_ECANCELED, and is
+ * counted as cancelled, not as completed too. */
+static uvcuda_future_t *close_in_cb;
+static int close_in_cb_state;
+static void done_then_close(uvcuda_future_t *f, int status) {
+  tu_rec_done(f, status);
+  close_in_cb_state = (int)uvcuda_future_state(close_in_cb);
+  TU_OK(uvcuda_future_close(close_in_cb, NULL));
+}
+
+static uint64_t outcomes(const uvcuda_stats_t *st) {
+  return st->completed_spin + st->completed_reactor + st->completed_hostfn +
+         st->completed_poll + st->failed + st->cancelled;
+}
+
+static void wait_armed(tu_fx_loop_t *e, uvcuda_future_t *f) {
+  while (uvcuda_future_state(f) == UVCUDA_FUTURE_SPINNING)
+    uv_run(&e->uv, UV_RUN_NOWAIT);
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_ARMED);
+}
+
+static void each_callback_counted_once(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 2);
+  tu_rec_t *r0 = tu_fx_rec(fx), *r1 = tu_fx_rec(fx);
+  uvcuda_stats_t st;
+  CUstream s;
+  tu_gate_t g;
+
+  s = tu_stream();
+  tu_gate_init(&g);
+  tu_gate_hold(&g, s);
+  TU_OK(uvcuda_future_init(&e->ul, &f[0]));
+  TU_OK(uvcuda_future_init(&e->ul, &f[1]));
+  f[0].data = r0;
+  f[1].data = r1;
+  close_in_cb = &f[1];
+  TU_OK(uvcuda_future_start(&f[0], s, NULL, done_then_close));
+  TU_OK(uvcuda_future_start(&f[1], s, NULL, tu_rec_done));
+  wait_armed(e, &f[0]);
+  wait_armed(e, &f[1]);
+  /* Both done before the loop looks again: one pass finds both. */
+  tu_gate_open(&g);
+  TU_CU(tu.cuStreamSynchronize(s));
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r0->calls, 1);
+  assert_int_equal(r0->status, 0);
+  assert_int_equal(close_in_cb_state, UVCUDA_FUTURE_COMPLETE);
+  assert_int_equal(r1->calls, 1);
+  assert_int_equal(r1->status, UVCUDA_ECANCELED);
+  st = stats_of(e);
+  assert_int_equal(st.started, 2);
+  assert_int_equal(st.cancelled, 1);
+  assert_int_equal(st.completed_spin + st.completed_reactor + st.completed_hostfn +
+                       st.completed_poll,
+                   1);
+  assert_int_equal(outcomes(&st), st.started);
+  close_future(e, &f[0]);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  tu_fx_close(e);
+}
+
+/* A future found done by the loop's own poll (another future's spin on its
+ * stream), before any wake-up: counted as seen by the loop, never as a
+ * reactor's or host function's delivery (a POLL loop has no reactor). */
+static void loop_found_completion_is_not_a_wakeup(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 2);
+  tu_rec_t *r0 = tu_fx_rec(fx), *r1 = tu_fx_rec(fx);
+  uvcuda_completion_t c = strategy_of(state);
+  uvcuda_stats_t st;
+  CUstream s;
+  tu_gate_t g;
+
+  s = tu_stream();
+  tu_gate_init(&g);
+  tu_gate_hold(&g, s);
+  TU_OK(uvcuda_future_init(&e->ul, &f[0]));
+  TU_OK(uvcuda_future_init(&e->ul, &f[1]));
+  f[0].data = r0;
+  f[1].data = r1;
+  TU_OK(uvcuda_future_start(&f[0], s, NULL, tu_rec_done));
+  wait_armed(e, &f[0]);
+  tu_gate_open(&g);
+  TU_CU(tu.cuStreamSynchronize(s));
+  /* f[1] spins on the same stream (a budget far beyond the simulation's
+   * marker): libuv runs the idle handle (the spin) before it polls for the
+   * reactor's or host function's ring. */
+  TU_OK(uvcuda_future_start(&f[1], s, NULL, tu_rec_done));
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r0->calls, 1);
+  assert_int_equal(r1->calls, 1);
+  assert_int_equal(r0->status, 0);
+  assert_int_equal(r1->status, 0);
+  st = stats_of(e);
+  assert_int_equal(st.completed_reactor, 0);
+  assert_int_equal(st.completed_hostfn, 0);
+  if (c == UVCUDA_COMPLETION_POLL) {
+    assert_int_equal(st.completed_poll, 1); /* f[0]: the POLL loop's own */
+    assert_int_equal(st.completed_spin, 1);
+  } else {
+    assert_int_equal(st.completed_spin, 2);
+  }
+  assert_int_equal(outcomes(&st), st.started);
+  close_future(e, &f[0]);
+  close_future(e, &f[1]);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  tu_fx_close(e);
+}
+
 /* uvcuda_future_timing: the phases are in order, and "seen" is when the
  * strategy's wake source saw the work finish, not when it was started or
  * armed. The work is a gate opened after the future is armed; a future on
@@ -879,6 +995,8 @@ static void loops_on_threads(void **state) {
   LOOP(short_op_completes_while_spinning, c, 200000),   \
   LOOP(long_op_completes_armed, c, 20),                 \
   LOOP(no_spin_goes_straight_to_armed, c, 0),           \
+  LOOP(each_callback_counted_once, c, 20),              \
+  LOOP(loop_found_completion_is_not_a_wakeup, c, 200000), \
   LOOP(timing_shows_where_latency_went, c, 20),         \
   LOOP(loop_alive_only_while_pending, c, 20),           \
   LOOP(precise_despite_later_work, c, 20),              \
