@@ -45,6 +45,18 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "unknown error"},
 };
 
+/* A result neither the driver nor CUDA 13.0's table names (a newer
+ * driver's): its number, in a buffer per thread (names, messages). */
+static const char *cuda_unknown(int r, int want_name) {
+  static _Thread_local char name_buf[32], msg_buf[64];
+  if (want_name) {
+    snprintf(name_buf, sizeof(name_buf), "CUDA_ERROR_%d", r);
+    return name_buf;
+  }
+  snprintf(msg_buf, sizeof(msg_buf), "unknown CUDA driver error %d", r);
+  return msg_buf;
+}
+
 static const char *cuda_text(int r, int want_name) {
   const char *s = NULL;
   unsigned i;
@@ -58,11 +70,11 @@ static const char *cuda_text(int r, int want_name) {
   if (want_name) {
     for (i = 0; i < sizeof(cu_names) / sizeof(cu_names[0]); i++)
       if (cu_names[i].r == r) return cu_names[i].name;
-    return "CUDA_ERROR";
+  } else {
+    for (i = 0; i < sizeof(cu_msgs) / sizeof(cu_msgs[0]); i++)
+      if (cu_msgs[i].r == r) return cu_msgs[i].msg;
   }
-  for (i = 0; i < sizeof(cu_msgs) / sizeof(cu_msgs[0]); i++)
-    if (cu_msgs[i].r == r) return cu_msgs[i].msg;
-  return "CUDA driver error (no text without the driver)";
+  return cuda_unknown(r, want_name);
 }
 
 static const struct {

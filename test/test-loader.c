@@ -63,6 +63,11 @@ static int c_loads(void *arg) {
   /* Names come from the driver once it is loaded. */
   CHECK(strcmp(uvcuda_err_name(UVCUDA_ECUDA(700)), "CUDA_ERROR_ILLEGAL_ADDRESS") == 0);
   CHECK(strlen(uvcuda_strerror(UVCUDA_ECUDA(700))) > 5);
+  /* One the driver does not know either: its number, and no claim that
+   * the driver is missing. */
+  CHECK(strcmp(uvcuda_err_name(UVCUDA_ECUDA(5000)), "CUDA_ERROR_5000") == 0);
+  CHECK(strstr(uvcuda_strerror(UVCUDA_ECUDA(5000)), "5000") != NULL);
+  CHECK(strstr(uvcuda_strerror(UVCUDA_ECUDA(5000)), "without the driver") == NULL);
   CHECK(simcuda_call_count("cuInit") == 1);
   return 0;
 }

@@ -89,7 +89,9 @@ static const char *cuda_fallback_name(int r) {
 static const char *error_name(int err) {
   const char *name = uvcuda_err_name(err), *alt;
   int r = uvcuda_cuda_result(err);
-  if (r != 0 && strcmp(name, "CUDA_ERROR") == 0 && (alt = cuda_fallback_name(r)))
+  /* uvcuda names a result it has no name for by its number: CUDA_ERROR_n */
+  if (r != 0 && strncmp(name, "CUDA_ERROR_", 11) == 0 && name[11] >= '0' &&
+      name[11] <= '9' && (alt = cuda_fallback_name(r)))
     return alt;
   return name;
 }
