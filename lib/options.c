@@ -100,6 +100,8 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
     if (env != NULL && env[0] != '\0') {
       char *end;
       long v;
+      /* Digits only: strtol would take leading blanks and a sign. */
+      if (env[0] < '0' || env[0] > '9') return UVCUDA_EINVAL;
       errno = 0;
       v = strtol(env, &end, 10);
       if (errno || *end != '\0' || v < 0 || v > 1000000) return UVCUDA_EINVAL;

@@ -188,6 +188,13 @@ static void environment_is_validated(void **state) {
   assert_int_equal(init_with(&o), UVCUDA_EINVAL);
   setenv("UVCUDA_SPIN_BUDGET_US", "-1", 1);
   assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  /* Digits only: whitespace or a sign on either side is refused alike. */
+  setenv("UVCUDA_SPIN_BUDGET_US", " 5", 1);
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  setenv("UVCUDA_SPIN_BUDGET_US", "5 ", 1);
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  setenv("UVCUDA_SPIN_BUDGET_US", "+5", 1);
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
   o.spin_budget_us = 5; /* the option wins */
   assert_int_equal(init_with(&o), UVCUDA_ENODRIVER);
   setenv("UVCUDA_SPIN_BUDGET_US", "7", 1);
