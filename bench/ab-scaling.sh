@@ -12,7 +12,7 @@ shift 3; [ $# -gt 0 ] && shift
 mkdir -p "$OUT"
 for lib in "$OLD" "$B"; do
   LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" ldd "$B/bench/uvcuda-bench" | grep -q "$lib/libuvcuda" ||
-    { echo "ab-scaling.sh: $lib/libuvcuda.so.0 is not the one loaded"; exit 1; }
+    { echo "ab-scaling.sh: $lib/libuvcuda.so.* is not the one loaded (is it there under this build's soname?)"; exit 1; }
 done
 run() { # tag lib [bench options]
   local tag=$1 lib=$2

@@ -2,7 +2,7 @@
 # A/B of the TCP server's main row (mix 4 KiB, a future per step, 1024 in
 # flight, 3 s) across library builds and strategies, interleaved over
 # ROUNDS rounds, on the GPU host. Each VARIANT is TAG:LIBDIR:COMPLETION[:A]
-# (LIBDIR holds libuvcuda.so.0; COMPLETION sets UVCUDA_COMPLETION; A, 0 or
+# (LIBDIR holds libuvcuda.so under this build's soname; COMPLETION sets UVCUDA_COMPLETION; A, 0 or
 # 1, sets UVCUDA_ADAPTIVE, unset by default).
 #   bench/ab-server.sh BUILD_DIR OUT_DIR ROUNDS VARIANT...
 set -uo pipefail

@@ -3,7 +3,7 @@
 # new tree) run against two builds of libuvcuda.so, interleaved A B A B, so
 # that a library change is measured against its predecessor in one run.
 #   bench/ab.sh BUILD_DIR OLD_LIB_DIR OUT_DIR
-# OLD_LIB_DIR holds the older libuvcuda.so.0 (e.g. `git worktree add /tmp/old
+# OLD_LIB_DIR holds the older libuvcuda.so, under this build's soname (e.g. `git worktree add /tmp/old
 # REV && meson setup /tmp/old-build /tmp/old -Dtests=disabled
 # -Dbench=disabled -Dexamples=disabled && ninja -C /tmp/old-build`). The
 # public ABI must be the same: LD_LIBRARY_PATH picks the library.
@@ -13,7 +13,7 @@ B=${1:?build dir}; OLD=${2:?old lib dir}; OUT=${3:?out dir}
 mkdir -p "$OUT"
 for lib in "$OLD" "$B"; do
   LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" ldd "$B/bench/uvcuda-bench" | grep -q "$lib/libuvcuda" ||
-    { echo "ab.sh: $lib/libuvcuda.so.0 is not the one loaded"; exit 1; }
+    { echo "ab.sh: $lib/libuvcuda.so.* is not the one loaded (is it there under this build's soname?)"; exit 1; }
 done
 run() { # tag lib
   echo "### $1 (libuvcuda from $2)"

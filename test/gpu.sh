@@ -55,13 +55,20 @@ fi
 # The library at OLD_SRC (an older revision's source tree), once, into
 # /tmp/uvcuda-old, for the A/B steps.
 build_old() {
-  [ -f /tmp/uvcuda-old/libuvcuda.so.0 ] && return 0
+  local real so
+  [ -f /tmp/uvcuda-old/.built ] && return 0
   meson setup /tmp/uvcuda-old-build "$1" -Dtests=disabled -Dbench=disabled \
     -Dexamples=disabled --buildtype=release > "$OUT/ab-build.log" 2>&1 &&
     meson compile -C /tmp/uvcuda-old-build >> "$OUT/ab-build.log" 2>&1 ||
     { tail -20 "$OUT/ab-build.log"; return 1; }
   mkdir -p /tmp/uvcuda-old
   cp -a /tmp/uvcuda-old-build/libuvcuda.so* /tmp/uvcuda-old/
+  # Older revisions' soname was libuvcuda.so.0: the binaries of this build
+  # look for theirs (libuvcuda.so.0.Y), so it names the old library too.
+  real=$(cd /tmp/uvcuda-old && ls libuvcuda.so.*.*.* | head -1)
+  so=$(LC_ALL=C readelf -d "$B/libuvcuda.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  [ -n "$so" ] && [ ! -e "/tmp/uvcuda-old/$so" ] && ln -s "$real" "/tmp/uvcuda-old/$so"
+  touch /tmp/uvcuda-old/.built
 }
 
 # The server A/B of this build with adaptive off (today) and on.

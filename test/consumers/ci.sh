@@ -62,6 +62,17 @@ grep -q 'CUDA Toolkit headers not found' "$work/last.log" ||
 quiet "${notk[@]}" meson compile -C "$work/lib"
 quiet meson install -C "$work/lib"
 (cd "$prefix" && find . ! -type d | sort)
+# The SONAME changes whenever the ABI may: while the major version is 0, a
+# minor release may change it (the public structs hold the private fields),
+# so the soname carries the minor too: libuvcuda.so.0.Y (as the CMake
+# version file's 0.x rule); from 1.0 on, libuvcuda.so.X.
+ver=$(sed -n "s/^  version: '\(.*\)',/\1/p" "$root/meson.build" | head -1)
+major=${ver%%.*}; minor=${ver#*.}; minor=${minor%%.*}
+want=libuvcuda.so.$major; [ "$major" = 0 ] && want=libuvcuda.so.0.$minor
+got=$(LC_ALL=C readelf -d "$prefix/lib/libuvcuda.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$got" = "$want" ] || fail "SONAME $got, want $want (version $ver)"
+[ -e "$prefix/lib/$want" ] || fail "no $want installed"
+echo "SONAME $got (version $ver)"
 
 step "(a) pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
