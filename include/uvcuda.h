@@ -13,7 +13,9 @@
  *
  * Threads: every function is called from the loop's thread (the thread that
  * called uvcuda_loop_init) unless its comment says otherwise. A call from any
- * other thread returns UVCUDA_EWRONGTHREAD and changes nothing.
+ * other thread returns UVCUDA_EWRONGTHREAD and changes nothing; the getters
+ * that return no error code (uvcuda_loop_completion, _spin_budget_ns,
+ * _adaptive, uvcuda_future_state, _is_active) don't check the thread.
  *
  * Errors are negative ints. Codes of libuv pass through unchanged
  * (UVCUDA_EINVAL is UV_EINVAL, ...); CUDA driver results are carried as
@@ -36,6 +38,8 @@ extern "C" {
 # define UVCUDA_EXTERN /* nothing */
 #endif
 
+/* The version of this header. Soname libuvcuda.so.0.1: while the major
+ * version is 0, a minor release may change the ABI. */
 #define UVCUDA_VERSION_MAJOR 0
 #define UVCUDA_VERSION_MINOR 1
 #define UVCUDA_VERSION_PATCH 0
@@ -44,7 +48,7 @@ extern "C" {
 
 /* ---- Errors ------------------------------------------------------------ */
 
-/* uvcuda's own codes: name, value, message. */
+/* uvcuda's own codes: name, value, message (an X-macro; -30007 is unused). */
 #define UVCUDA_ERRNO_MAP(XX)                                                  \
   XX(ENODRIVER, -30001, "CUDA driver library could not be loaded")            \
   XX(EDRIVEROLD, -30002, "CUDA driver is older than 12.0")                    \
@@ -75,11 +79,13 @@ typedef enum {
 
 /* The CUresult carried by err, or 0 if err is not a CUDA driver error. */
 UVCUDA_EXTERN int uvcuda_cuda_result(int err);
-/* Message and symbolic name of any error this library returns; CUDA results
- * get the driver's own text when the driver is loaded, else CUDA 13.0's
- * names (CUDA_ERROR_NO_DEVICE when cuInit found no GPU). Static strings,
- * but for codes nobody knows: a per-thread buffer, one for names and one
- * for messages. Never NULL. Any thread. */
+/* Message and symbolic name of any error this library returns ("success" /
+ * "OK" for 0); CUDA results get the driver's own text when the driver is
+ * loaded (a CUDA code loads it if no call has yet), else CUDA 13.0's names
+ * (CUDA_ERROR_NO_DEVICE when cuInit found no GPU); a result nobody names is
+ * CUDA_ERROR_<n> / "unknown CUDA driver error <n>". Static strings, but for
+ * codes nobody knows: a per-thread buffer, one for names and one for
+ * messages. Never NULL. Any thread. */
 UVCUDA_EXTERN const char *uvcuda_strerror(int err);
 UVCUDA_EXTERN const char *uvcuda_err_name(int err);
 
@@ -100,23 +106,29 @@ typedef struct uvcuda_driver_info_s {
 /* Loads and initialises the driver once per process (thread-safe; later
  * calls return the first result). Env UVCUDA_LIBCUDA overrides the path.
  * Returns 0, UVCUDA_ENODRIVER (see uvcuda_driver_dlerror), UVCUDA_EDRIVEROLD,
- * UVCUDA_ENOSYM or UVCUDA_ECUDA(cuInit's result). Any thread.
+ * UVCUDA_ENOSYM, UVCUDA_ENOMEM (pthread_atfork refused) or UVCUDA_ECUDA(r)
+ * of cuDriverGetVersion or cuInit. Any thread.
  * fork: CUDA does not follow it. In a child forked after a successful load,
  * this and every call that needs the driver, the reactor or a loop or
  * future made before the fork (init, start, close) return UVCUDA_EFORKED;
  * load uvcuda after forking (docs/api.md, "Processes and fork"). */
 UVCUDA_EXTERN int uvcuda_driver_load(void);
-/* The dlopen/dlsym message of a failed load, or NULL. Any thread. */
+/* What a failed load met (dlopen's message, the missing entry point, cuInit's
+ * result, ...), or NULL if the load succeeded. Loads the driver if no call
+ * has yet. Any thread. */
 UVCUDA_EXTERN const char *uvcuda_driver_dlerror(void);
 /* Loads the driver if needed, probes capabilities once, fills *info. Any
- * thread. Returns 0, a load error, or the UVCUDA_ECUDA(r) of a driver call
- * the probe needed and was refused (path and driver_version filled): then
- * the next call probes again. */
+ * thread. Returns 0, UVCUDA_EINVAL (NULL), a load error (path filled),
+ * UVCUDA_ENOMEM, or the UVCUDA_ECUDA(r) of a driver call the probe needed
+ * and was refused (path and driver_version filled): then the next call
+ * probes again. */
 UVCUDA_EXTERN int uvcuda_driver_info(uvcuda_driver_info_t *info);
 /* Resolves any driver entry point through cuGetProcAddress at the given ABI
  * version (the NNNN of its PFN_name_vNNNN typedef), for callers that want
- * to launch work without linking libcuda. Returns UVCUDA_ENOSYM if absent,
- * UVCUDA_ENOTSUP if cuda_version is above the driver's. Any thread. */
+ * to launch work without linking libcuda. Returns 0, UVCUDA_EINVAL (NULL
+ * name or pfn, cuda_version <= 0), a load error, UVCUDA_ENOSYM if absent,
+ * UVCUDA_ENOTSUP if cuda_version is above the driver's, or
+ * UVCUDA_ECUDA(r) of cuGetProcAddress; *pfn is NULL on error. Any thread. */
 UVCUDA_EXTERN int uvcuda_driver_symbol(const char *name, int cuda_version,
                                        void **pfn);
 
@@ -130,7 +142,8 @@ typedef void *uvcuda_context_t; /* CUcontext */
  * a stream of yours), so it also sees a fault no future has met yet. Every
  * pending future of a faulted context has failed, or fails on its loop's
  * next pass, with that error. UVCUDA_EINVAL (NULL), a driver-load error,
- * or UVCUDA_ECUDA(r) of the lookup. Any thread. */
+ * UVCUDA_ENOMEM, or UVCUDA_ECUDA(r) of the lookup (or of making uvcuda's
+ * stream there, the first time ctx is seen). Any thread. */
 UVCUDA_EXTERN int uvcuda_context_health(uvcuda_context_t ctx);
 
 /* Recovery after a device fault: resets device `ordinal`'s primary context
@@ -144,8 +157,9 @@ UVCUDA_EXTERN int uvcuda_context_health(uvcuda_context_t ctx);
  * ones; in a context of your own from cuCtxCreate, which the reset leaves
  * to you, new streams work with fresh records). The check writes with a
  * stream memory op, or a host function where those are refused. Returns
- * 0 when new work completed; UVCUDA_EINVAL (bad ordinal), a
- * driver-load error, or UVCUDA_ECUDA(r) of the reset or of the check: on
+ * 0 when new work completed; UVCUDA_EINVAL (negative ordinal, or no such
+ * device), a driver-load error, or UVCUDA_ECUDA(r) of the reset or of the
+ * check (UVCUDA_ENOMEM if the check ran out of memory): on
  * drivers that keep a fault for the life of the process (the H200 with
  * driver 580, measured: new work fails with CUDA_ERROR_ILLEGAL_ADDRESS after
  * any reset), the process must be restarted. Any thread; blocks for the
@@ -166,9 +180,12 @@ typedef enum {
 } uvcuda_completion_t;
 
 /* "auto", "reactor", "hostfn", "hostfn-spin", "hostfn-block", "poll";
- * "default" for DEFAULT. NULL for values outside the enum. Any thread. */
+ * "default" for DEFAULT. NULL for a value outside the enum. Any thread. */
 UVCUDA_EXTERN const char *uvcuda_completion_name(uvcuda_completion_t c);
-/* Parses the names above; UVCUDA_ESTRATEGY otherwise. Any thread. */
+/* Parses the names above (exact, case-sensitive; "default" gives DEFAULT)
+ * into *out. Returns 0, UVCUDA_EINVAL (NULL name or out) or
+ * UVCUDA_ESTRATEGY (any other name); *out is left alone on error. Any
+ * thread. */
 UVCUDA_EXTERN int uvcuda_completion_parse(const char *name,
                                           uvcuda_completion_t *out);
 
@@ -209,7 +226,8 @@ typedef struct uvcuda_options_s {
   uint32_t flags; /* UVCUDA_OPT_* */
 } uvcuda_options_t;
 
-/* Fills *opts with "use the default" values. Any thread. */
+/* Fills *opts with "use the default" values (NULL: does nothing). Any
+ * thread. */
 UVCUDA_EXTERN void uvcuda_options_init(uvcuda_options_t *opts);
 
 /* ---- The loop context -------------------------------------------------- */
@@ -228,25 +246,35 @@ struct uvcuda_loop_s {
 
 /* Attaches uvcuda to `loop`; the calling thread becomes the loop thread.
  * `opts` may be NULL (all defaults). Loads the driver if needed. Returns 0,
- * UVCUDA_EINVAL (NULL, out-of-range option or UVCUDA_SPIN_BUDGET_US),
- * UVCUDA_ESTRATEGY (unknown UVCUDA_COMPLETION), UVCUDA_ENOTSUP (the strategy
- * needs a newer driver), UVCUDA_ENOMEM or a driver-load error. The handles
- * it adds to the loop keep it alive only while futures are pending. */
+ * UVCUDA_EINVAL (NULL loop or ul; an out-of-range option, unknown flag or
+ * both ADAPTIVE flags; a bad UVCUDA_SPIN_BUDGET_US or UVCUDA_ADAPTIVE),
+ * UVCUDA_ESTRATEGY (unknown UVCUDA_COMPLETION), a driver-load error,
+ * UVCUDA_ENOTSUP (the strategy needs a newer driver; adaptive spin without
+ * a timerfd) or UVCUDA_ENOMEM (memory, descriptors, the reactor thread);
+ * nothing is added to the loop then. The handles it adds to the loop keep
+ * it alive only while futures are pending. */
 UVCUDA_EXTERN int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
                                    const uvcuda_options_t *opts);
 /* Starts closing. UVCUDA_EBUSY while any future of it is initialised and not
  * yet closed (close_cb not yet run). close_cb (may be NULL) runs on a later
- * loop iteration, once no thread can touch `ul` any more; free `ul` there. */
+ * loop iteration, once no thread can touch `ul` any more; free `ul` there.
+ * Also UVCUDA_EINVAL (NULL), UVCUDA_ENOTINIT (never initialised, or its
+ * close_cb ran), UVCUDA_EFORKED, UVCUDA_EWRONGTHREAD, UVCUDA_ECLOSING
+ * (already closing). */
 UVCUDA_EXTERN int uvcuda_loop_close(uvcuda_loop_t *ul,
                                     uvcuda_loop_close_cb close_cb);
-/* The strategy in effect after resolving DEFAULT. */
+/* The strategy in effect after resolving DEFAULT; DEFAULT for a NULL or
+ * uninitialised ul. */
 UVCUDA_EXTERN uvcuda_completion_t uvcuda_loop_completion(const uvcuda_loop_t *ul);
-/* The spin budget in effect, in ns. */
+/* The spin budget in effect, in ns; 0 for a NULL or uninitialised ul. */
 UVCUDA_EXTERN uint64_t uvcuda_loop_spin_budget_ns(const uvcuda_loop_t *ul);
-/* Nonzero when adaptive spin and pre-wake are on for this loop. */
+/* Nonzero when adaptive spin and pre-wake are on for this loop; 0 for a
+ * NULL or uninitialised ul. */
 UVCUDA_EXTERN int uvcuda_loop_adaptive(const uvcuda_loop_t *ul);
 
-#define UVCUDA_HIST_BUCKETS 32 /* bucket i: [2^i, 2^(i+1)) ns; 0: < 2 ns */
+/* latency_hist: bucket i counts [2^i, 2^(i+1)) ns; 0: < 2 ns; the last one
+ * also everything longer. */
+#define UVCUDA_HIST_BUCKETS 32
 
 typedef struct uvcuda_stats_s {
   uint64_t started;           /* successful uvcuda_future_start calls */
@@ -276,6 +304,8 @@ typedef struct uvcuda_stats_s {
   uint64_t spin_ns;           /* loop-thread time in spin passes */
 } uvcuda_stats_t;
 
+/* Copies ul's counters to *stats. UVCUDA_EINVAL (NULL ul or stats),
+ * UVCUDA_ENOTINIT (never initialised, or closed), UVCUDA_EWRONGTHREAD. */
 UVCUDA_EXTERN int uvcuda_loop_stats(const uvcuda_loop_t *ul,
                                     uvcuda_stats_t *stats);
 
@@ -293,8 +323,9 @@ typedef enum {
 
 /* Enqueues work on `stream`, with the stream's CUDA context current. Returns
  * 0, a negative uvcuda error, or a positive CUresult (taken as
- * UVCUDA_ECUDA(result)): `return cuMemcpyHtoDAsync(...);` works. Must not
- * start, close or await anything. */
+ * UVCUDA_ECUDA(result); 10000 or more: UVCUDA_EINVAL):
+ * `return cuMemcpyHtoDAsync(...);` works. Must not start, close or await
+ * anything. */
 typedef int (*uvcuda_op_cb)(uvcuda_future_t *f, uvcuda_stream_t stream);
 /* status: 0, or a negative error (UVCUDA_ECANCELED if the future was closed
  * first). The future is IDLE again: it may be started again from here. */
@@ -350,7 +381,10 @@ typedef struct uvcuda_timing_s {
 } uvcuda_timing_t;
 
 /* Makes f an IDLE future of ul; f->data is left as it was. Initialising a
- * future that is not closed yet is undefined, as for libuv's handles. */
+ * future that is not closed yet is undefined, as for libuv's handles.
+ * Returns 0, UVCUDA_EINVAL (NULL ul or f), UVCUDA_ENOTINIT (ul never
+ * initialised, or closed), UVCUDA_EFORKED, UVCUDA_EWRONGTHREAD or
+ * UVCUDA_ECLOSING (ul is closing). */
 UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
 /* Runs `op` (NULL: await what is already on the stream) on `stream`, then
  * enqueues a completion marker after it. Returns 0 when `cb` will be called
@@ -359,26 +393,30 @@ UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
  * (UVCUDA_ECAPTURING; also one the op began capturing: the marker would
  * join the graph), comes through `cb`. Returns an error, and `cb` is not
  * called, only for misuse: UVCUDA_EINVAL (NULL f or cb), UVCUDA_ENOTINIT,
- * UVCUDA_EBUSY (already started), UVCUDA_ECLOSING, UVCUDA_EWRONGTHREAD. The
- * stream must stay valid until the callback runs. */
+ * UVCUDA_EBUSY (already started), UVCUDA_ECLOSING (f closing or closed),
+ * UVCUDA_EWRONGTHREAD, UVCUDA_EFORKED. The stream must stay valid until the
+ * callback runs. */
 UVCUDA_EXTERN int uvcuda_future_start(uvcuda_future_t *f,
                                       uvcuda_stream_t stream, uvcuda_op_cb op,
                                       uvcuda_future_cb cb);
 /* Closes f. If it is started and its callback has not run, the callback
  * runs with UVCUDA_ECANCELED (the GPU work itself goes on); then close_cb
  * (may be NULL) runs, on a later iteration, never from inside this call.
- * Nothing touches f after close_cb: free it there. UVCUDA_ECLOSING if
- * already closing. */
+ * Nothing touches f after close_cb: free it there. Returns 0,
+ * UVCUDA_EINVAL (NULL), UVCUDA_ENOTINIT, UVCUDA_ECLOSING (already closing
+ * or closed), UVCUDA_EFORKED or UVCUDA_EWRONGTHREAD. */
 UVCUDA_EXTERN int uvcuda_future_close(uvcuda_future_t *f,
                                       uvcuda_future_close_cb close_cb);
+/* f's state; CLOSED for NULL. */
 UVCUDA_EXTERN uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f);
 /* The phases of f's last start (valid from its callback until the next
- * start; also while f is closing). UVCUDA_EINVAL (NULL), UVCUDA_ENOTINIT,
- * UVCUDA_ECLOSING (closed), UVCUDA_EWRONGTHREAD, UVCUDA_ENOTSUP (the loop
- * was not initialised with UVCUDA_OPT_TIMING). */
+ * start; also while f is closing). UVCUDA_EINVAL (NULL f or t),
+ * UVCUDA_ENOTINIT, UVCUDA_ECLOSING (closed), UVCUDA_EWRONGTHREAD,
+ * UVCUDA_ENOTSUP (the loop was not initialised with UVCUDA_OPT_TIMING). */
 UVCUDA_EXTERN int uvcuda_future_timing(const uvcuda_future_t *f,
                                        uvcuda_timing_t *t);
-/* Nonzero from a successful start until its callback has run. */
+/* Nonzero from a successful start until its callback is called (0 inside
+ * it); 0 for NULL or a future not initialised or closed. */
 UVCUDA_EXTERN int uvcuda_future_is_active(const uvcuda_future_t *f);
 
 #ifdef __cplusplus
