@@ -81,7 +81,7 @@ typedef enum {
 UVCUDA_EXTERN int uvcuda_cuda_result(int err);
 /* Message and symbolic name of any error this library returns ("success" /
  * "OK" for 0); CUDA results get the driver's own text when the driver is
- * loaded (a CUDA code loads it if no call has yet), else CUDA 13.0's names
+ * loaded already (naming an error never loads it), else CUDA 13.0's names
  * (CUDA_ERROR_NO_DEVICE when cuInit found no GPU); a result nobody names is
  * CUDA_ERROR_<n> / "unknown CUDA driver error <n>". Static strings, but for
  * codes nobody knows: a per-thread buffer, one for names and one for

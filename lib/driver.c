@@ -14,6 +14,7 @@ struct uvcuda__driver uvcuda__drv;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_status;
+static int load_ok; /* the load is done and succeeded (atomic: read unloaded) */
 static char load_path[512];
 static char load_error[512];
 static int load_simulated;
@@ -155,6 +156,7 @@ static void load_once_fn(void) {
     return;
   }
   load_status = do_load();
+  if (load_status == 0) __atomic_store_n(&load_ok, 1, __ATOMIC_RELEASE);
 }
 
 int uvcuda_driver_load(void) {
@@ -170,7 +172,9 @@ const char *uvcuda_driver_dlerror(void) {
   return load_status != 0 && load_error[0] ? load_error : NULL;
 }
 
-int uvcuda__driver_loaded(void) { return uvcuda_driver_load() == 0; }
+int uvcuda__driver_loaded(void) {
+  return __atomic_load_n(&load_ok, __ATOMIC_ACQUIRE) && !forked;
+}
 
 int uvcuda__driver_simulated(void) { return load_simulated; }
 const char *uvcuda__driver_path(void) { return load_path; }

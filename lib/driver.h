@@ -70,7 +70,8 @@ int uvcuda__driver_table_size(void);
 const char *uvcuda__driver_table_name(int i);
 int uvcuda__driver_table_version(int i);
 int uvcuda__driver_table_resolved(int i);
-/* Whether uvcuda_driver_load succeeded; the load's path. */
+/* Whether uvcuda_driver_load has succeeded already (never loads: naming an
+ * error is no use of CUDA); the load's path. */
 int uvcuda__driver_loaded(void);
 const char *uvcuda__driver_path(void);
 /* Nonzero in a process forked after the driver was loaded (then every

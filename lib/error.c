@@ -57,6 +57,14 @@ static const char *cuda_unknown(int r, int want_name) {
   return msg_buf;
 }
 
+/* The message of a result named but without a message here (the driver,
+ * which has them all, is not loaded): per thread, as above. */
+static const char *cuda_named(int r, const char *name) {
+  static _Thread_local char buf[96];
+  snprintf(buf, sizeof(buf), "CUDA driver error %d (%s)", r, name);
+  return buf;
+}
+
 static const char *cuda_text(int r, int want_name) {
   const char *s = NULL;
   unsigned i;
@@ -73,6 +81,8 @@ static const char *cuda_text(int r, int want_name) {
   } else {
     for (i = 0; i < sizeof(cu_msgs) / sizeof(cu_msgs[0]); i++)
       if (cu_msgs[i].r == r) return cu_msgs[i].msg;
+    for (i = 0; i < sizeof(cu_names) / sizeof(cu_names[0]); i++)
+      if (cu_names[i].r == r) return cuda_named(r, cu_names[i].name);
   }
   return cuda_unknown(r, want_name);
 }

@@ -488,9 +488,32 @@ static void a_child_forked_before_load_loads(void **state) {
   expect_child(c_forks_first, NULL);
 }
 
+/* Naming an error is not a use of CUDA: it loads nothing (a process that
+ * prints an error before it forks its workers keeps them usable). CUDA's
+ * names are the table's until the driver is loaded, the driver's after. */
+static int c_names_before_load(void *arg) {
+  int rc;
+  (void)arg;
+  CHECK(strcmp(uvcuda_err_name(UVCUDA_ECUDA(700)), "CUDA_ERROR_ILLEGAL_ADDRESS") == 0);
+  CHECK(strlen(uvcuda_strerror(UVCUDA_ECUDA(700))) > 5);
+  CHECK(strcmp(uvcuda_err_name(UVCUDA_ECUDA(5000)), "CUDA_ERROR_5000") == 0);
+  CHECK(simcuda_call_count("cuInit") == 0);
+  rc = tu_in_child(c_fork_before_load, NULL);
+  CHECK(rc == 0);
+  CHECK(uvcuda_driver_load() == 0);
+  CHECK(strcmp(uvcuda_err_name(UVCUDA_ECUDA(700)), "CUDA_ERROR_ILLEGAL_ADDRESS") == 0);
+  return 0;
+}
+
+static void naming_an_error_loads_nothing(void **state) {
+  (void)state;
+  expect_child(c_names_before_load, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(loads_the_simulated_driver),
+      cmocka_unit_test(naming_an_error_loads_nothing),
       cmocka_unit_test(missing_driver),
       cmocka_unit_test(library_without_entry_point),
       cmocka_unit_test(driver_too_old),
