@@ -368,7 +368,9 @@ void uvcuda__tl_fail_faulted(struct uvcuda__tlset *set) {
     int r = uvcuda__context_fault(tl->ctx);
     next = q->next;
     if (r == 0 || tl->faulted) continue;
-    count_fault(set, tl->ctx);
+    /* A context a reset retired is no sticky error found: not a fault. */
+    if (!(r == CUDA_ERROR_CONTEXT_IS_DESTROYED && atomic_load(&tl->ctx->dead)))
+      count_fault(set, tl->ctx);
     tl->faulted = 1;
     while (!uvcuda__queue_empty(&tl->futures)) {
       uvcuda_future_t *f = future_of(uvcuda__queue_head(&tl->futures));

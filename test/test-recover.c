@@ -163,6 +163,7 @@ typedef struct {
   uvcuda_completion_t c;
   CUstream s;
   volatile int started, failed, status;
+  uint64_t faults; /* its loop's stats.faults once its future failed */
 } peer_t;
 
 static void *peer_main(void *arg) {
@@ -179,6 +180,11 @@ static void *peer_main(void *arg) {
   wait_all(&uv, &it, 1);
   p->status = it.status;
   p->failed = it.calls == 1 ? 0 : -2;
+  {
+    uvcuda_stats_t st;
+    if (uvcuda_loop_stats(&ul, &st) != 0) p->failed = -4;
+    p->faults = st.faults;
+  }
   if (close_all(&uv, &ul, &it, 1) != 0) p->failed = -3;
   return NULL;
 }
@@ -213,6 +219,8 @@ static int c_reset_under_load(void *arg) {
   for (i = 0; i < LOOPS; i++) {
     CHECK(peers[i].failed == 0);
     CHECK(uvcuda_cuda_result(peers[i].status) != 0);
+    /* Retired by the reset, not found in a sticky error: no fault. */
+    CHECK(peers[i].faults == 0);
   }
   CHECK(rc == 0);
   CHECK(uvcuda_context_health(tu_ctx) == 0);
