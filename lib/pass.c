@@ -19,12 +19,17 @@ void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
   want_idle = uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
               !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
               (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
+  /* Ref'd only while started (a close callback due holds the loop, as
+   * libuv's own): with nothing to do, none of our handles is ref'd. */
   if (want_idle != l->idle_on) {
     l->idle_on = want_idle;
-    if (want_idle)
+    if (want_idle) {
       uv_idle_start(&l->idle, on_idle);
-    else
+      uv_ref((uv_handle_t *)&l->idle);
+    } else {
       uv_idle_stop(&l->idle);
+      uv_unref((uv_handle_t *)&l->idle);
+    }
   }
   /* Only pending futures keep the loop alive (as libuv's own requests). */
   want_ref = l->nactive > 0;
@@ -149,7 +154,10 @@ static void after_pass(struct uvcuda__loop *l) {
  * mapped), so it does nothing and keeps nothing alive. */
 static int parked(struct uvcuda__loop *l) {
   if (!uvcuda__driver_forked()) return 0;
-  if (l->idle_on) uv_idle_stop(&l->idle);
+  if (l->idle_on) {
+    uv_idle_stop(&l->idle);
+    uv_unref((uv_handle_t *)&l->idle);
+  }
   l->idle_on = 0;
   uvcuda__adapt_stop(&l->adapt);
   uv_unref((uv_handle_t *)&l->async);
@@ -240,5 +248,6 @@ int uvcuda__loop_handles_init(struct uvcuda__loop *l) {
   uv_async_init(l->uv, &l->async, on_async);
   uv_unref((uv_handle_t *)&l->async);
   uv_idle_init(l->uv, &l->idle);
+  uv_unref((uv_handle_t *)&l->idle); /* ref'd while started */
   return 0;
 }

@@ -330,6 +330,18 @@ static void timing_shows_where_latency_went(void **state) {
 }
 
 /* The loop keeps running only while a future is pending. */
+static void count_ref(uv_handle_t *h, void *arg) {
+  if (uv_has_ref(h) && !uv_is_closing(h)) ++*(int *)arg;
+}
+
+/* api.md: uvcuda's handles are "all unref'd while no future is pending"
+ * (a uv_walk that checks uv_has_ref sees none of them). */
+static int refd_handles(uv_loop_t *uv) {
+  int n = 0;
+  uv_walk(uv, count_ref, &n);
+  return n;
+}
+
 static void loop_alive_only_while_pending(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *e = tu_fx_loop(state, 0);
@@ -340,18 +352,23 @@ static void loop_alive_only_while_pending(void **state) {
 
   /* Nothing pending: nothing holds the loop (uv_run returns at once). */
   assert_false(uv_loop_alive(&e->uv));
+  assert_int_equal(refd_handles(&e->uv), 0);
   tu_run(&e->uv, 1000);
   s = tu_stream();
   TU_OK(uvcuda_future_init(&e->ul, f));
   f->data = r;
   assert_false(uv_loop_alive(&e->uv)); /* an idle future does not hold it */
+  assert_int_equal(refd_handles(&e->uv), 0);
   tu_run(&e->uv, 1000);
   op_ns = 20 * 1000 * 1000;
   TU_OK(uvcuda_future_start(f, s, op_sleep, tu_rec_done));
   assert_true(uv_loop_alive(&e->uv)); /* a pending one does */
+  assert_true(refd_handles(&e->uv) >= 1);
   ms = tu_run(&e->uv, 5000);
   assert_int_equal(r->calls, 1);
   assert_true(ms >= 15.0); /* see long_op_completes_armed on %globaltimer */
+  assert_false(uv_loop_alive(&e->uv));
+  assert_int_equal(refd_handles(&e->uv), 0);
   close_future(e, f);
   tu_stream_destroy(s);
   tu_fx_close(e);
