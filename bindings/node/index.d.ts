@@ -150,7 +150,8 @@ type Listener = (...args: any[]) => void;
  *   'reset' (error: UvcudaError | null)  a reset of the device (from any
  *                                  thread) is done: null when new work works;
  *                                  objects made before are gone.
- * Neither event keeps a thread alive. */
+ * Neither event keeps a thread alive; a Device with listeners for them is
+ * not collected while it has them. */
 export class Device {
   /** Throws RangeError for an ordinal out of range, UvcudaError without a driver. */
   constructor(ordinal?: number);

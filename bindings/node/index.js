@@ -69,6 +69,34 @@ for (const [name, fields] of Object.entries(shown)) {
 // object of a device once per fault (see docs/guide-node.md).
 Object.setPrototypeOf(native.Device.prototype, EventEmitter.prototype);
 
+// The addon holds Device objects weakly. One with 'fault' or 'reset'
+// listeners is kept here (this thread's set) until it has none, as Node
+// keeps an emitter a native source still feeds: a Device referred to by its
+// listeners only still hears of the device's faults. Kept is not alive:
+// neither event keeps the thread running.
+const listening = new Set();
+function track(dev) {
+  if (!(dev instanceof native.Device)) return;
+  if (dev.listenerCount('fault') + dev.listenerCount('reset') > 0) listening.add(dev);
+  else listening.delete(dev);
+}
+for (const name of ['on', 'addListener', 'prependListener', 'once', 'prependOnceListener',
+  'off', 'removeListener', 'removeAllListeners']) {
+  const base = EventEmitter.prototype[name];
+  Object.defineProperty(native.Device.prototype, name, {
+    value: {
+      [name](...args) {
+        const r = base.apply(this, args);
+        track(this);
+        return r;
+      },
+    }[name],
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
+}
+
 /** The rejection of an aborted call, as Node core's: name 'AbortError',
  * code 'ABORT_ERR', cause: the signal's reason. */
 class AbortError extends Error {

@@ -51,11 +51,12 @@ static void emit_all(napi_env env, struct dev *d, const char *event, napi_value 
     napi_call_function(env, objs[i], emit, 2, argv, NULL);
     /* A listener threw: an uncaught exception, as from any emitter; it must
      * not stay pending in the env (the promise helper's next settle would
-     * fail). Stop here. */
+     * fail). The other objects still get the event (each emitter's emit is
+     * its own, as diagnostics_channel's subscribers are): with an
+     * 'uncaughtException' handler the process goes on. */
     if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
       napi_value e;
       if (napi_get_and_clear_last_exception(env, &e) == napi_ok) napi_fatal_exception(env, e);
-      break;
     }
   }
   free(objs);

@@ -233,6 +233,66 @@ test("the 'reset' event comes before reset()'s promise settles; a reset() from t
   assert.equal(out.ok, true);
 });
 
+// index.d.ts: 'fault' reaches "every Device object of it in every thread".
+// A Device referred to by nothing but its own listeners is such an object:
+// it is kept while it has 'fault' or 'reset' listeners (as Node keeps an
+// emitter that a native source still feeds), and a listener that throws
+// is an uncaught exception that skips no other Device object.
+test("a Device kept only by its listeners still gets 'fault' and 'reset'", async () => {
+  const res = await runChild(`${helpers}
+    (async () => {
+      const got = [];
+      (() => {
+        const d = new uvcuda.Device(0);
+        d.on('fault', (e) => got.push('fault ' + e.code));
+        d.once('reset', (e) => got.push('reset ' + e));
+      })();
+      for (let i = 0; i < 5; i++) {
+        global.gc();
+        await new Promise((r) => setImmediate(r));
+      }
+      const k = common.setup();
+      const faulted = once(k.dev, 'fault');
+      await fault(k);
+      await faulted; // emitted on every Device object of this thread at once
+      await k.dev.reset(); // 'reset' comes before the promise settles
+      console.log(JSON.stringify({ got }));
+    })();`, { args: ['--expose-gc'] });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), { got: ['fault CUDA_ERROR_ILLEGAL_ADDRESS', 'reset null'] });
+});
+
+test("a throwing 'fault' or 'reset' listener skips no other Device object", async () => {
+  const res = await runChild(`${helpers}
+    (async () => {
+      const caught = [];
+      process.on('uncaughtException', (e) => caught.push(e.message));
+      const got = {};
+      const devs = { a: new uvcuda.Device(0), b: new uvcuda.Device(0), c: new uvcuda.Device(0) };
+      for (const [n, d] of Object.entries(devs)) {
+        got[n] = [];
+        for (const ev of ['fault', 'reset']) {
+          d.on(ev, () => {
+            got[n].push(ev);
+            if (n !== 'b') throw new Error(n + ' ' + ev);
+          });
+        }
+      }
+      const k = common.setup();
+      const faulted = once(k.dev, 'fault');
+      await fault(k);
+      await faulted;
+      await k.dev.reset();
+      caught.sort();
+      console.log(JSON.stringify({ got, caught }));
+    })();`);
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), {
+    got: { a: ['fault', 'reset'], b: ['fault', 'reset'], c: ['fault', 'reset'] },
+    caught: ['a fault', 'a reset', 'c fault', 'c reset'],
+  });
+});
+
 // The H200 with driver 580 keeps a fault: cuDevicePrimaryCtxReset returns
 // success, and the new work reset() checks with fails with
 // CUDA_ERROR_ILLEGAL_ADDRESS. Here the simulation is made to do that (the
