@@ -13,6 +13,8 @@
 
 #define WATCH_INTERVAL_NS 100000000L /* 100 ms */
 
+#define RESETS_KEPT 16 /* a reset takes tens of ms: no env lags 16 behind */
+
 struct devstate {
   pthread_rwlock_t rw; /* the reset lock */
   pthread_mutex_t mu;  /* the fields below but gen */
@@ -24,6 +26,13 @@ struct devstate {
   uint64_t faults;     /* faults recorded (at most one per generation) */
   uint64_t fault_gen;  /* generation of the latest */
   int fault_err;       /* its error */
+  /* The results of the latest resets, by the generation each began: an env
+   * emits every generation's 'reset' in order, whichever of its own
+   * completion or another env's note reaches it first. */
+  struct {
+    uint64_t gen;
+    int err;
+  } resets[RESETS_KEPT];
 };
 
 static void announce(int kind, int ordinal, int err, uint64_t gen);
@@ -150,6 +159,10 @@ int devstate_reset_run(int ordinal, uint64_t *gen) {
   if (reached_driver(err)) *gen = __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
   pthread_mutex_lock(&d->mu);
   d->resetting = 0; /* usable again: the 'reset' event says so */
+  if (*gen != 0) {
+    d->resets[*gen % RESETS_KEPT].gen = *gen;
+    d->resets[*gen % RESETS_KEPT].err = err;
+  }
   /* A driver that keeps the fault (new work still fails with it): the same
    * fault, in the new generation too, not a new one to announce. */
   if (reached_driver(err) && uvcuda_cuda_result(err) != 0 && d->faults > 0) {
@@ -160,6 +173,20 @@ int devstate_reset_run(int ordinal, uint64_t *gen) {
   pthread_rwlock_unlock(&d->rw);
   if (reached_driver(err)) announce(NOTE_RESET, ordinal, err, *gen);
   return err;
+}
+
+int devstate_reset_result(int ordinal, uint64_t gen, int *err) {
+  struct devstate *d = get(ordinal);
+  int found = 0;
+  *err = 0;
+  if (d == NULL) return 0;
+  pthread_mutex_lock(&d->mu);
+  if (d->resets[gen % RESETS_KEPT].gen == gen) {
+    *err = d->resets[gen % RESETS_KEPT].err;
+    found = 1;
+  }
+  pthread_mutex_unlock(&d->mu);
+  return found;
 }
 
 uint64_t devstate_faults(int ordinal, int *err) {

@@ -55,6 +55,9 @@ void devstate_close(int ordinal);
  * just before it settles the first one's promise (or it will not run). */
 int devstate_reset_begin(int ordinal);
 int devstate_reset_run(int ordinal, uint64_t *gen);
+/* The result of the reset that began generation gen: 1 with *err, or 0 if
+ * it is no longer kept. */
+int devstate_reset_result(int ordinal, uint64_t gen, int *err);
 void devstate_reset_end(int ordinal);
 
 /* Records that the device, in generation gen (the caller holds the read

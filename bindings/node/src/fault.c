@@ -84,17 +84,22 @@ static void emit_fault(napi_env env, struct addon_env *ae, int ordinal) {
 
 static napi_value reset_error(napi_env env, int ordinal, int err);
 
-/* Once per reset (generation gen) in an env: from reset_complete in the env
- * that called reset(), before its promise settles, else from the note. */
-static void emit_reset(napi_env env, struct addon_env *ae, int ordinal, int err,
-                       uint64_t gen) {
+/* Every reset up to generation gen not yet emitted in this env, once each
+ * and in order: called from reset_complete in the env that called reset()
+ * (before its promise settles) and for every env's note, whichever comes
+ * first (a thread-pool completion can overtake another env's note). */
+static void emit_reset(napi_env env, struct addon_env *ae, int ordinal, uint64_t gen) {
   struct dev *d = env_dev(ae, ordinal);
-  napi_value v = NULL;
-  if (d == NULL || gen <= d->resets_seen) return;
-  d->resets_seen = gen;
-  if (err != 0) v = reset_error(env, ordinal, err);
-  else napi_get_null(env, &v);
-  if (v != NULL) emit_all(env, d, "reset", v);
+  while (d != NULL && d->resets_seen < gen) {
+    napi_value v = NULL;
+    int err;
+    d->resets_seen++;
+    devstate_reset_result(ordinal, d->resets_seen, &err);
+    if (err != 0) v = reset_error(env, ordinal, err);
+    else napi_get_null(env, &v);
+    if (v != NULL) emit_all(env, d, "reset", v);
+    d = env_dev(ae, ordinal); /* a listener ran */
+  }
 }
 
 static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
@@ -103,7 +108,7 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
   (void)js_cb;
   if (env != NULL && cell->ae != NULL) {
     if (note->kind == NOTE_FAULT) emit_fault(env, cell->ae, note->ordinal);
-    else emit_reset(env, cell->ae, note->ordinal, note->err, note->gen);
+    else emit_reset(env, cell->ae, note->ordinal, note->gen);
   }
   free(note);
 }
@@ -246,7 +251,7 @@ static void reset_complete(napi_env env, napi_status status, void *data) {
    * usable from the event on, and its listeners run before anything that
    * waits on the promise. */
   if (!closing && w->ran && w->gen != 0)
-    emit_reset(env, addon_env_get(env), w->ordinal, w->err, w->gen);
+    emit_reset(env, addon_env_get(env), w->ordinal, w->gen);
   /* Over only now: a second reset() made before this promise settles (the
    * listeners' too) is refused even if the pool thread has finished. */
   devstate_reset_end(w->ordinal);

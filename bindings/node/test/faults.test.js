@@ -293,6 +293,42 @@ test("a throwing 'fault' or 'reset' listener skips no other Device object", asyn
   });
 });
 
+// Every reset is emitted once in every thread, whichever thread made it
+// and in whatever order the pool's completion and the other thread's note
+// reach this one: here a worker's reset is announced to the main thread
+// while the main thread is blocked, then the main thread resets too.
+test("a thread hears of another thread's reset even when its own comes first", async () => {
+  const res = await runChild(`${helpers}
+    const { Worker } = require('node:worker_threads');
+    const dev = new uvcuda.Device(0);
+    const events = [];
+    dev.on('reset', (e) => events.push(e));
+    const flag = new Int32Array(new SharedArrayBuffer(4));
+    const w = new Worker(\`
+      const { workerData } = require('node:worker_threads');
+      const uvcuda = require(\${JSON.stringify(${JSON.stringify(require('node:path').join(__dirname, '..'))})});
+      const flag = new Int32Array(workerData);
+      new uvcuda.Device(0).reset().then(() => {
+        Atomics.store(flag, 0, 1);
+        Atomics.notify(flag, 0);
+      });
+    \`, { eval: true, workerData: flag.buffer });
+    // Blocked: the worker's note waits for this thread's loop.
+    Atomics.wait(flag, 0, 0);
+    const p = dev.reset();
+    // Still blocked while the pool runs this reset (not a bound: either
+    // order must give both events).
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+    p.then(async () => {
+      while (events.length < 2) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 50)); // and no third
+      console.log(JSON.stringify({ events }));
+      await w.terminate();
+    });`);
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), { events: [null, null] });
+});
+
 // The H200 with driver 580 keeps a fault: cuDevicePrimaryCtxReset returns
 // success, and the new work reset() checks with fails with
 // CUDA_ERROR_ILLEGAL_ADDRESS. Here the simulation is made to do that (the
