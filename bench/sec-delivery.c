@@ -165,10 +165,11 @@ static void delivery_variant(const char *method, int spin_us) {
     if (rc == 0) {
       double p1 = deliver_p50(&a1[i]), pN = deliver_p50(&aN[i]);
       diff[i] = pN - p1;
-      printf("  round %d: seen -> callback p50 %.2f (N=1), %.2f (N=%d): "
+      printf("  round %d (%s): seen -> callback p50 %.2f (N=1), %.2f (N=%d): "
              "%+.2f us; start -> seen p50 %.1f, %.1f; start -> enqueued "
-             "p50 %.1f, %.1f\n", i + 1, p1, pN, N, diff[i], seen_p50(&a1[i]),
-             seen_p50(&aN[i]), enq_p50(&a1[i]), enq_p50(&aN[i]));
+             "p50 %.1f, %.1f\n", i + 1, method, p1, pN, N, diff[i],
+             seen_p50(&a1[i]), seen_p50(&aN[i]), enq_p50(&a1[i]),
+             enq_p50(&aN[i]));
       fflush(stdout);
     } else {
       nr = i; /* this round is incomplete: left out */
@@ -188,10 +189,10 @@ static void delivery_variant(const char *method, int spin_us) {
     row_extra(&wN, "rounds_diff_median=%.2f", med);
     row_emit(&w1);
     row_emit(&wN);
-    printf("  pooled over %d rounds: seen -> callback p50 %.2f (N=1), %.2f "
-           "(N=%d): %+.2f us; median of the rounds' differences %+.2f us\n",
-           nr, w1.ph_deliver, wN.ph_deliver, N, wN.ph_deliver - w1.ph_deliver,
-           med);
+    printf("  pooled over %d rounds (%s): seen -> callback p50 %.2f (N=1), "
+           "%.2f (N=%d): %+.2f us; median of the rounds' differences %+.2f "
+           "us\n", nr, method, w1.ph_deliver, wN.ph_deliver, N,
+           wN.ph_deliver - w1.ph_deliver, med);
   }
 out:
   for (i = 0; i < DELIVERY_ROUNDS; i++) {

@@ -14,7 +14,9 @@ struct uvcuda__driver uvcuda__drv;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_status;
-static int load_ok; /* the load is done and succeeded (atomic: read unloaded) */
+/* Set once the load succeeded; read without loading (naming an error must
+ * not load the driver). */
+static int load_ok;
 static char load_path[512];
 static char load_error[512];
 static int load_simulated;

@@ -114,6 +114,7 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
   f->stream = stream;
   f->cb_ = cb;
   f->status_ = 0;
+  f->done_by_ = 0; /* set by the harvest that finds it done */
   f->start_ns_ = uv_hrtime();
   f->enqueued_ns_ = f->armed_ns_ = f->seen_ns_ = f->callback_ns_ = 0;
   l->nactive++;

@@ -114,7 +114,7 @@ int uvcuda_loop_close(uvcuda_loop_t *ul, uvcuda_loop_close_cb close_cb) {
   l->port = NULL;
   uvcuda__tl_free_all(&l->tls);
   uvcuda__spin_free(&l->spin);
-  if (l->idle_on) uv_idle_stop(&l->idle);
+  if (l->idle_on) uv_idle_stop(&l->idle); /* closing: its ref no longer counts */
   l->idle_on = 0;
   l->async.data = l;
   l->idle.data = l;

@@ -287,7 +287,7 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
              (seen_by == UVCUDA__SEEN_LOOP &&
               set->completion == UVCUDA_COMPLETION_POLL))
       f->done_by_ = UVCUDA__BY_POLL;
-    else if (seen_by == UVCUDA__SEEN_LOOP) /* another future's spin: no wake-up */
+    else if (seen_by == UVCUDA__SEEN_LOOP) /* another's spin: no wake-up */
       f->done_by_ = UVCUDA__BY_SPIN;
     else if (tl->mode == UVCUDA__TL_HOSTFN)
       f->done_by_ = UVCUDA__BY_HOSTFN;

@@ -57,6 +57,7 @@ fi
 build_old() {
   local real so
   [ -f /tmp/uvcuda-old/.built ] && return 0
+  rm -rf /tmp/uvcuda-old-build /tmp/uvcuda-old
   meson setup /tmp/uvcuda-old-build "$1" -Dtests=disabled -Dbench=disabled \
     -Dexamples=disabled --buildtype=release > "$OUT/ab-build.log" 2>&1 &&
     meson compile -C /tmp/uvcuda-old-build >> "$OUT/ab-build.log" 2>&1 ||
