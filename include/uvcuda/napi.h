@@ -156,8 +156,11 @@ napi_status uvcuda_napi_throw(napi_env env, int err);
 
 /* Per-env data of the addon (instead of napi_set_instance_data, whose slot
  * the helper uses). `finalize` (may be NULL) runs when Node deletes the env,
- * after the loop context closed and after the env's napi_wrap finalizers;
- * set_data again replaces the data without finalizing the old one. */
+ * after the loop context closed, and after the napi_wrap finalizers of the
+ * objects wrapped after the env's first uvcuda_napi call (Node finalizes
+ * the newest first): call set_data in the module's init to have it after
+ * all of them. set_data again replaces the data without finalizing the old
+ * one. */
 napi_status uvcuda_napi_set_data(napi_env env, void *data, napi_finalize finalize,
                                  void *hint);
 napi_status uvcuda_napi_get_data(napi_env env, void **data);
