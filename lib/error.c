@@ -45,10 +45,13 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "unknown error"},
 };
 
+/* Texts that carry a number: a buffer per thread, one for names and one
+ * for messages, so that a name and a message can be used together. */
+static _Thread_local char name_buf[64], msg_buf[96];
+
 /* A result neither the driver nor CUDA 13.0's table names (a newer
- * driver's): its number, in a buffer per thread (names, messages). */
+ * driver's): its number. */
 static const char *cuda_unknown(int r, int want_name) {
-  static _Thread_local char name_buf[32], msg_buf[64];
   if (want_name) {
     snprintf(name_buf, sizeof(name_buf), "CUDA_ERROR_%d", r);
     return name_buf;
@@ -58,11 +61,10 @@ static const char *cuda_unknown(int r, int want_name) {
 }
 
 /* The message of a result named but without a message here (the driver,
- * which has them all, is not loaded): per thread, as above. */
+ * which has them all, is not loaded). */
 static const char *cuda_named(int r, const char *name) {
-  static _Thread_local char buf[96];
-  snprintf(buf, sizeof(buf), "CUDA driver error %d (%s)", r, name);
-  return buf;
+  snprintf(msg_buf, sizeof(msg_buf), "CUDA driver error %d (%s)", r, name);
+  return msg_buf;
 }
 
 static const char *cuda_text(int r, int want_name) {
@@ -98,11 +100,8 @@ static const struct {
 };
 
 /* libuv's codes. Its static strings for the ones it knows (uv_err_name
- * and uv_strerror leak one for any other); else a buffer per thread, one
- * for names and one for messages, so that a name and a message can be
- * used together. */
+ * and uv_strerror leak one for any other); else the per-thread buffers. */
 static const char *uv_text(int err, int want_name) {
-  static _Thread_local char name_buf[64], msg_buf[96];
   char probe[64];
   uv_err_name_r(err, probe, sizeof(probe));
   if (strncmp(probe, "Unknown system error", 20) != 0)

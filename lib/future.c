@@ -53,6 +53,14 @@ int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
   return 0;
 }
 
+/* A marker on a capturing stream would join the capture (or break it). */
+static int capture_check(CUstream s) {
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = uvcuda__drv.cuStreamIsCapturing(s, &cap);
+  if (r != CUDA_SUCCESS) return UVCUDA_ECUDA(r);
+  return cap != CU_STREAM_CAPTURE_STATUS_NONE ? UVCUDA_ECAPTURING : 0;
+}
+
 /* Everything that can fail once the arguments are right. The capture
  * check comes first: it is the one call the driver allows on a capturing
  * stream (on the H200, cuStreamGetId of one returned 900). The op and the
@@ -60,16 +68,12 @@ int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
  * capture mode; the caller's context is restored. */
 static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
                  uvcuda_op_cb op) {
-  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
   struct uvcuda__timeline *tl;
   CUcontext prev = NULL, want;
   CUresult r;
   int err;
 
-  /* A marker on a capturing stream would join the capture (or break it). */
-  if ((r = uvcuda__drv.cuStreamIsCapturing(s, &cap)) != CUDA_SUCCESS)
-    return UVCUDA_ECUDA(r);
-  if (cap != CU_STREAM_CAPTURE_STATUS_NONE) return UVCUDA_ECAPTURING;
+  if ((err = capture_check(s)) != 0) return err;
   if ((err = uvcuda__tl_get(&l->tls, s, &tl)) != 0) return err;
   if ((r = (CUresult)uvcuda__context_fault(tl->ctx)) != CUDA_SUCCESS) {
     err = UVCUDA_ECUDA(r); /* the context is dead: its op would fail too */
@@ -83,14 +87,8 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     goto fail;
   }
   if (op != NULL) err = uvcuda__op_result(op(f, s));
-  /* The op may have begun a capture on s: the marker would join the
-   * graph and never be written. */
-  if (err == 0 && op != NULL) {
-    if ((r = uvcuda__drv.cuStreamIsCapturing(s, &cap)) != CUDA_SUCCESS)
-      err = UVCUDA_ECUDA(r);
-    else if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
-      err = UVCUDA_ECAPTURING;
-  }
+  /* The op may have begun a capture on s: ask again. */
+  if (err == 0 && op != NULL) err = capture_check(s);
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
   uvcuda__ctx_pop(want, prev);
   if (err == 0) return 0;

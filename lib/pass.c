@@ -13,24 +13,26 @@
 static void on_idle(uv_idle_t *h);
 static void on_timer(uv_poll_t *h, int status, int events);
 
-void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
-  int want_idle, want_ref;
-  if (l->port == NULL) return; /* closing: the handles are being closed */
-  want_idle = uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
-              !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
-              (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
-  /* Ref'd only while started (a close callback due holds the loop, as
-   * libuv's own): with nothing to do, none of our handles is ref'd. */
-  if (want_idle != l->idle_on) {
-    l->idle_on = want_idle;
-    if (want_idle) {
-      uv_idle_start(&l->idle, on_idle);
-      uv_ref((uv_handle_t *)&l->idle);
-    } else {
-      uv_idle_stop(&l->idle);
-      uv_unref((uv_handle_t *)&l->idle);
-    }
+/* The idle handle is ref'd only while started (a close callback due holds
+ * the loop, as libuv's own): with nothing to do, none of ours is ref'd. */
+static void idle_set(struct uvcuda__loop *l, int on) {
+  if (on == l->idle_on) return;
+  l->idle_on = on;
+  if (on) {
+    uv_idle_start(&l->idle, on_idle);
+    uv_ref((uv_handle_t *)&l->idle);
+  } else {
+    uv_idle_stop(&l->idle);
+    uv_unref((uv_handle_t *)&l->idle);
   }
+}
+
+void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
+  int want_ref;
+  if (l->port == NULL) return; /* closing: the handles are being closed */
+  idle_set(l, uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
+                  !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
+                  (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0));
   /* Only pending futures keep the loop alive (as libuv's own requests). */
   want_ref = l->nactive > 0;
   if (want_ref != l->async_ref) {
@@ -154,11 +156,7 @@ static void after_pass(struct uvcuda__loop *l) {
  * mapped), so it does nothing and keeps nothing alive. */
 static int parked(struct uvcuda__loop *l) {
   if (!uvcuda__driver_forked()) return 0;
-  if (l->idle_on) {
-    uv_idle_stop(&l->idle);
-    uv_unref((uv_handle_t *)&l->idle);
-  }
-  l->idle_on = 0;
+  idle_set(l, 0);
   uvcuda__adapt_stop(&l->adapt);
   uv_unref((uv_handle_t *)&l->async);
   l->async_ref = 0;

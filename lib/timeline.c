@@ -283,12 +283,11 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
     f->seen_ns_ = seen;
     if (f->state_ == UVCUDA_FUTURE_SPINNING || f->adapt_ == UVCUDA__ADAPT_HOT)
       f->done_by_ = UVCUDA__BY_SPIN;
-    else if (seen_by == UVCUDA__SEEN_POLL ||
-             (seen_by == UVCUDA__SEEN_LOOP &&
-              set->completion == UVCUDA_COMPLETION_POLL))
-      f->done_by_ = UVCUDA__BY_POLL;
-    else if (seen_by == UVCUDA__SEEN_LOOP) /* another's spin: no wake-up */
-      f->done_by_ = UVCUDA__BY_SPIN;
+    else if (seen_by != UVCUDA__SEEN_WAKE) /* the loop's own look: no wake-up */
+      f->done_by_ = seen_by == UVCUDA__SEEN_POLL ||
+                            set->completion == UVCUDA_COMPLETION_POLL
+                        ? UVCUDA__BY_POLL
+                        : UVCUDA__BY_SPIN;
     else if (tl->mode == UVCUDA__TL_HOSTFN)
       f->done_by_ = UVCUDA__BY_HOSTFN;
     else
