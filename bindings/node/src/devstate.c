@@ -35,7 +35,7 @@ struct devstate {
   } resets[RESETS_KEPT];
 };
 
-static void announce(int kind, int ordinal, int err, uint64_t gen);
+static void announce(int kind, int ordinal, uint64_t gen);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_status;
@@ -171,7 +171,7 @@ int devstate_reset_run(int ordinal, uint64_t *gen) {
   }
   pthread_mutex_unlock(&d->mu);
   pthread_rwlock_unlock(&d->rw);
-  if (reached_driver(err)) announce(NOTE_RESET, ordinal, err, *gen);
+  if (reached_driver(err)) announce(NOTE_RESET, ordinal, *gen);
   return err;
 }
 
@@ -224,7 +224,7 @@ static pthread_cond_t subs_cv = PTHREAD_COND_INITIALIZER;
 static struct sub *subs;
 static int watcher_started;
 
-static void announce(int kind, int ordinal, int err, uint64_t gen) {
+static void announce(int kind, int ordinal, uint64_t gen) {
   struct sub *s;
   struct fault_note *n;
   pthread_mutex_lock(&subs_mu);
@@ -232,7 +232,6 @@ static void announce(int kind, int ordinal, int err, uint64_t gen) {
     if ((n = malloc(sizeof(*n))) == NULL) continue;
     n->kind = kind;
     n->ordinal = ordinal;
-    n->err = err;
     n->gen = gen;
     /* Non-blocking: an env that is going away answers napi_closing. */
     if (napi_call_threadsafe_function(s->tsfn, n, napi_tsfn_nonblocking) != napi_ok)
@@ -253,7 +252,7 @@ void devstate_note_fault(int ordinal, uint64_t gen, int err) {
     fresh = 1;
   }
   pthread_mutex_unlock(&d->mu);
-  if (fresh) announce(NOTE_FAULT, ordinal, err, gen);
+  if (fresh) announce(NOTE_FAULT, ordinal, gen);
 }
 
 /* Every 100 ms while some env is subscribed: the health of every open

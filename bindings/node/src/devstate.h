@@ -70,13 +70,13 @@ uint64_t devstate_faults(int ordinal, int *err);
 int devstate_fault_now(int ordinal);
 
 /* Announcements: each subscribed tsfn is called with a malloc'ed struct
- * fault_note (free it in the tsfn's call_js): a new fault recorded, or a
- * reset done (err: its result). */
+ * fault_note (free it in the tsfn's call_js): a new fault recorded
+ * (devstate_faults says which), or a reset done (devstate_reset_result
+ * says how). */
 enum { NOTE_FAULT = 1, NOTE_RESET };
 struct fault_note {
   int kind;
   int ordinal;
-  int err;
   uint64_t gen; /* a reset: the generation it began */
 };
 int devstate_subscribe(napi_threadsafe_function tsfn);

@@ -469,7 +469,6 @@ static napi_value device_ctor(napi_env env, napi_callback_info info) {
   if (argc >= 1 && !arg_is_undefined(env, argv[0]) &&
       arg_u32(env, argv[0], "ordinal", 0, INT32_MAX, &ordinal) != 0)
     return NULL;
-  if (ordinal > 0x7fffffffu) return throw_range(env, "ordinal is too large, got %u", ordinal);
   if ((d = dev_open(env, ae, (int)ordinal)) == NULL) return NULL;
   o = (struct devobj *)res_new(ae, RES_DEVICE, sizeof(*o), d, 0);
   if (o == NULL) return throw_uv(env, UVCUDA_ENOMEM);

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda-api.h" /* uvcuda's lib/: CUresult names, no CUDA Toolkit */
 #include "options.h"  /* uvcuda's lib/: the options a loop resolves */
 
 #define ENV_MAGIC 0x75766e61u /* "uvna" */
@@ -70,32 +69,6 @@ static int is_load_error(int err) {
          err == UVCUDA_EDRIVEROLD;
 }
 
-/* uvcuda names CUDA results with the driver's cuGetErrorName, which is gone
- * when loading the driver failed (cuInit's error): every CUresult of
- * uvcuda's cuda-api.h (lib/: the driver API declared by uvcuda, so that no
- * CUDA Toolkit is needed) is named here by value. */
-static const char *cuda_fallback_name(int r) {
-  switch (r) {
-#define UVCUDA_NAPI_CU_NAME(name, value) \
-  case value:                            \
-    return #name;
-    UVCUDA_CU_RESULT(UVCUDA_NAPI_CU_NAME)
-#undef UVCUDA_NAPI_CU_NAME
-    default:
-      return NULL;
-  }
-}
-
-static const char *error_name(int err) {
-  const char *name = uvcuda_err_name(err), *alt;
-  int r = uvcuda_cuda_result(err);
-  /* uvcuda names a result it has no name for by its number: CUDA_ERROR_n */
-  if (r != 0 && strncmp(name, "CUDA_ERROR_", 11) == 0 && name[11] >= '0' &&
-      name[11] <= '9' && (alt = cuda_fallback_name(r)))
-    return alt;
-  return name;
-}
-
 napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error) {
   char msg[768];
   const char *detail = NULL;
@@ -109,7 +82,7 @@ napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error) {
     snprintf(msg, sizeof(msg), "%s (%s)", uvcuda_strerror(err), detail);
   else
     snprintf(msg, sizeof(msg), "%s", uvcuda_strerror(err));
-  if ((s = napi_create_string_utf8(env, error_name(err), NAPI_AUTO_LENGTH,
+  if ((s = napi_create_string_utf8(env, uvcuda_err_name(err), NAPI_AUTO_LENGTH,
                                    &code)) != napi_ok ||
       (s = napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text)) != napi_ok ||
       (s = napi_create_error(env, code, text, error)) != napi_ok ||
