@@ -172,6 +172,19 @@ static void wait_armed(tu_fx_loop_t *e, uvcuda_future_t *f) {
   assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_ARMED);
 }
 
+/* Two initialised futures (recorders r0, r1) and a new stream held by g. */
+static CUstream gated_pair(tu_fx_loop_t *e, tu_gate_t *g, uvcuda_future_t *f,
+                           tu_rec_t *r0, tu_rec_t *r1) {
+  CUstream s = tu_stream();
+  tu_gate_init(g);
+  tu_gate_hold(g, s);
+  TU_OK(uvcuda_future_init(&e->ul, &f[0]));
+  TU_OK(uvcuda_future_init(&e->ul, &f[1]));
+  f[0].data = r0;
+  f[1].data = r1;
+  return s;
+}
+
 static void each_callback_counted_once(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *e = tu_fx_loop(state, 0);
@@ -181,13 +194,7 @@ static void each_callback_counted_once(void **state) {
   CUstream s;
   tu_gate_t g;
 
-  s = tu_stream();
-  tu_gate_init(&g);
-  tu_gate_hold(&g, s);
-  TU_OK(uvcuda_future_init(&e->ul, &f[0]));
-  TU_OK(uvcuda_future_init(&e->ul, &f[1]));
-  f[0].data = r0;
-  f[1].data = r1;
+  s = gated_pair(e, &g, f, r0, r1);
   close_in_cb = &f[1];
   TU_OK(uvcuda_future_start(&f[0], s, NULL, done_then_close));
   TU_OK(uvcuda_future_start(&f[1], s, NULL, tu_rec_done));
@@ -228,13 +235,7 @@ static void loop_found_completion_is_not_a_wakeup(void **state) {
   CUstream s;
   tu_gate_t g;
 
-  s = tu_stream();
-  tu_gate_init(&g);
-  tu_gate_hold(&g, s);
-  TU_OK(uvcuda_future_init(&e->ul, &f[0]));
-  TU_OK(uvcuda_future_init(&e->ul, &f[1]));
-  f[0].data = r0;
-  f[1].data = r1;
+  s = gated_pair(e, &g, f, r0, r1);
   TU_OK(uvcuda_future_start(&f[0], s, NULL, tu_rec_done));
   wait_armed(e, &f[0]);
   tu_gate_open(&g);
