@@ -66,7 +66,7 @@ quiet meson install -C "$work/lib"
 # minor release may change it (the public structs hold the private fields),
 # so the soname carries the minor too: libuvcuda.so.0.Y (as the CMake
 # version file's 0.x rule); from 1.0 on, libuvcuda.so.X.
-ver=$(sed -n "s/^  version: '\(.*\)',/\1/p" "$root/meson.build" | head -1)
+ver=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --modversion uvcuda)
 major=${ver%%.*}; minor=${ver#*.}; minor=${minor%%.*}
 want=libuvcuda.so.$major; [ "$major" = 0 ] && want=libuvcuda.so.0.$minor
 got=$(LC_ALL=C readelf -d "$prefix/lib/libuvcuda.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
