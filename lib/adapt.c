@@ -65,22 +65,26 @@ void uvcuda__adapt_closed(struct uvcuda__adapt *a) {
   a->fd = -1;
 }
 
-/* at: absolute uv_hrtime() ns; 0 disarms. */
+/* at: absolute uv_hrtime() ns; 0 disarms. Setting a timerfd also clears
+ * an expiry not yet read (timerfd_settime(2)): the fire needs no read. */
 static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
 #ifdef __linux__
   struct itimerspec its;
   memset(&its, 0, sizeof(its));
   its.it_value.tv_sec = (time_t)(at / 1000000000u);
   its.it_value.tv_nsec = (long)(at % 1000000000u);
-  if (timerfd_settime(a->fd, TFD_TIMER_ABSTIME, &its, NULL) != 0) at = 0;
-  a->timer_at = at;
-  if (at != 0 && !a->poll_on) {
-    uv_poll_start(&a->poll, UV_READABLE, a->on_timer);
-    a->poll_on = 1;
-  } else if (at == 0 && a->poll_on) {
-    uv_poll_stop(&a->poll);
-    a->poll_on = 0;
+  if (timerfd_settime(a->fd, TFD_TIMER_ABSTIME, &its, NULL) != 0) {
+    uint64_t ticks; /* never left readable: the poll would fire forever */
+    if (read(a->fd, &ticks, sizeof(ticks)) < 0) { /* EAGAIN: none due */
+    }
+    at = 0;
   }
+  a->timer_at = at;
+  /* Started once and left so: a disarmed timerfd is never readable, and
+   * a start and stop per future cost the loop three syscalls each
+   * (libuv's epoll_ctl ADD, refused EEXIST, then MOD). */
+  if (at != 0 && !a->poll_on && uv_poll_start(&a->poll, UV_READABLE, a->on_timer) == 0)
+    a->poll_on = 1;
 #else
   (void)a, (void)at;
 #endif
@@ -157,11 +161,6 @@ uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a) {
 
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
   struct uvcuda__queue *q;
-#ifdef __linux__
-  uint64_t ticks;
-  if (read(a->fd, &ticks, sizeof(ticks)) < 0) { /* EAGAIN: not yet due */
-  }
-#endif
   if (a->timer_at != 0 && now >= a->timer_at) {
     uint64_t late = now - a->timer_at;
     if (late > LATE_MAX_NS) late = LATE_MAX_NS;

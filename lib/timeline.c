@@ -12,7 +12,13 @@ void uvcuda__tl_init(struct uvcuda__tlset *set) {
   uvcuda__streams_init(&set->streams);
   uvcuda__queue_init(&set->active);
   uvcuda__queue_init(&set->draining);
+  uvcuda__queue_init(&set->idle);
   uvcuda__queue_init(&set->touched);
+}
+
+/* stats.timelines: the ones in use; idle ones are a cache. */
+static void count(struct uvcuda__tlset *set) {
+  set->stats->timelines = set->streams.n - set->nidle;
 }
 
 static unsigned long long key_of(const struct uvcuda__queue *q) {
@@ -78,7 +84,7 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
     struct uvcuda__predict_slot *k = &set->learnt[id % UVCUDA__PREDICT_SLOTS];
     if (k->stream_id == id) tl->pred = k->p;
   }
-  set->stats->timelines = set->streams.n;
+  count(set);
   *out = tl;
   return 0;
 }
@@ -105,13 +111,14 @@ static void destroy(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
     k->stream_id = tl->stream_id;
     k->p = tl->pred;
   }
+  if (tl->idle) set->nidle--;
   uvcuda__streams_remove(&set->streams, &tl->hnode);
   uvcuda__queue_remove(&tl->lnode);
   uvcuda__queue_remove(&tl->touch_node);
   if (tl->mode != UVCUDA__TL_HOSTFN)
     uvcuda__context_counter_put(tl->ctx, &tl->counter, tl->mode,
                                 write_due ? tl->next_seq : 0);
-  set->stats->timelines = set->streams.n;
+  count(set);
   free(tl);
 }
 
@@ -200,9 +207,14 @@ int uvcuda__tl_mark(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
   f->seq_ = seq;
   f->tl_ = tl;
   uvcuda__queue_insert_tail(&tl->futures, &f->tl_node_);
-  /* Active from here (it may have been draining, or on no queue). */
+  /* Active from here (it may have been draining, idle, or on no queue). */
   uvcuda__queue_remove(&tl->lnode);
   uvcuda__queue_insert_tail(&set->active, &tl->lnode);
+  if (tl->idle) {
+    tl->idle = 0;
+    set->nidle--;
+    count(set);
+  }
   return 0;
 }
 
@@ -391,7 +403,20 @@ uint64_t uvcuda__tl_watch_want(const struct uvcuda__tlset *set,
 void uvcuda__tl_retire(struct uvcuda__tlset *set, struct uvcuda__timeline *tl) {
   if (!uvcuda__queue_empty(&tl->futures)) return;
   if (quiescent(tl)) {
-    destroy(set, tl, 0);
+    /* A faulted context's streams have no next future to wait for. */
+    if (tl->faulted || uvcuda__context_fault(tl->ctx) != 0) {
+      destroy(set, tl, 0);
+      return;
+    }
+    uvcuda__queue_remove(&tl->lnode);
+    uvcuda__queue_insert_tail(&set->idle, &tl->lnode); /* the newest */
+    if (!tl->idle) {
+      tl->idle = 1;
+      set->nidle++;
+      count(set);
+    }
+    if (set->nidle > UVCUDA__TL_IDLE_MAX)
+      destroy(set, tl_of(uvcuda__queue_head(&set->idle), lnode), 0);
     return;
   }
   uvcuda__queue_remove(&tl->lnode);

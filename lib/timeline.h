@@ -8,8 +8,10 @@
  *
  * A timeline outlives its futures while a GPU write to its counter is due
  * (a closed future's marker): it is "draining" then, and freed once the
- * write has landed. Nothing here calls up into the loop: outcomes go onto
- * the set's delivery queue. */
+ * write has landed. One with nothing due is kept "idle" for the stream's
+ * next future (the UVCUDA__TL_IDLE_MAX most recent): making one costs
+ * driver calls and two locks before the op may launch. Nothing here calls
+ * up into the loop: outcomes go onto the set's delivery queue. */
 #ifndef UVCUDA_TIMELINE_H
 #define UVCUDA_TIMELINE_H
 
@@ -33,6 +35,7 @@ struct uvcuda__timeline {
   struct uvcuda__context *ctx;
   int mode;
   int faulted;                    /* its context's fault failed its futures */
+  int idle;                       /* on the set's idle queue */
   struct uvcuda__counter counter; /* MEM modes */
   uint64_t next_seq;              /* last sequence number enqueued */
   uint64_t done_seq;              /* HOSTFN: highest number seen done */
@@ -43,7 +46,7 @@ struct uvcuda__timeline {
   unsigned stamp;                 /* the spin pass that polled it */
   struct uvcuda__watch watch;     /* the reactor's */
   uint64_t watched;               /* the threshold the reactor holds; 0: none */
-  struct uvcuda__queue lnode;     /* the set's active or draining queue */
+  struct uvcuda__queue lnode;     /* the set's active, draining or idle queue */
   struct uvcuda__queue touch_node; /* the set's touched queue */
   struct uvcuda__predict pred;    /* adaptive spin: how long its work takes */
 };
@@ -57,11 +60,17 @@ struct uvcuda__predict_slot {
   struct uvcuda__predict p;
 };
 
+/* Idle timelines a loop keeps: a stream id is never reused, so one kept
+ * for a destroyed stream is only memory and a counter until evicted. */
+#define UVCUDA__TL_IDLE_MAX 64
+
 /* The timelines of one loop. */
 struct uvcuda__tlset {
   struct uvcuda__streams streams;
   struct uvcuda__queue active;   /* timelines with pending futures */
   struct uvcuda__queue draining; /* none pending, a GPU write still due */
+  struct uvcuda__queue idle;     /* none pending, none due: oldest first */
+  unsigned nidle;
   struct uvcuda__queue touched;  /* changed this pass: re-watch, maybe free */
   struct uvcuda__queue *dq;      /* where outcomes go */
   struct uvcuda__port *port;
@@ -115,8 +124,9 @@ void uvcuda__tl_touch(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);
 /* The threshold the reactor should watch tl for, or 0. */
 uint64_t uvcuda__tl_watch_want(const struct uvcuda__tlset *set,
                                const struct uvcuda__timeline *tl);
-/* A touched timeline with no futures: freed if no write is due, else
- * draining. Its watch must be off. */
+/* A touched timeline with no futures: kept idle if no write is due (the
+ * oldest idle one freed beyond UVCUDA__TL_IDLE_MAX), else draining. Its
+ * watch must be off. */
 void uvcuda__tl_retire(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);
 /* Frees the draining timelines whose writes have landed. */
 void uvcuda__tl_reap(struct uvcuda__tlset *set);

@@ -567,6 +567,43 @@ static void spin_time_is_counted(void **state) {
   chain_end(e, c);
 }
 
+/* After its pre-wake fired, a loop with nothing pending sleeps: the timer
+ * left behind is never readable (the poll stays started between futures).
+ * A readable one would run the loop round without blocking: thousands of
+ * passes while a 20 ms timer waits, against a handful. */
+static int passes;
+static void on_check(uv_check_t *h) { (void)h, passes++; }
+static void on_wait(uv_timer_t *h) { (void)h; }
+
+static void the_loop_sleeps_after_a_prewake(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e =
+      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, -1);
+  chain_t *c = chain_new(fx, e, 80, rep_ns(), rep_ns());
+  uv_check_t ck;
+  uv_timer_t tm;
+  uvcuda_stats_t s;
+
+  c->until_predicted = 4;
+  chain_next(c);
+  tu_run(&e->uv, 60000);
+  assert_int_equal(c->errors, 0);
+  s = stats_of(e);
+  if (s.prewakes == 0) skip(); /* every prediction early: nothing to look at */
+  uv_check_init(&e->uv, &ck);
+  uv_check_start(&ck, on_check);
+  uv_unref((uv_handle_t *)&ck);
+  uv_timer_init(&e->uv, &tm);
+  uv_timer_start(&tm, on_wait, 20, 0);
+  passes = 0;
+  uv_run(&e->uv, UV_RUN_DEFAULT);
+  uv_close((uv_handle_t *)&ck, NULL);
+  uv_close((uv_handle_t *)&tm, NULL);
+  uv_run(&e->uv, UV_RUN_DEFAULT);
+  if (passes > 20) fail_msg("%d loop passes while a 20 ms timer waited", passes);
+  chain_end(e, c);
+}
+
 #define CASE(fn, c)                                                         \
   cmocka_unit_test_prestate_setup_teardown(fn, tu_fx_setup, tu_fx_teardown, \
                                            (&(tu_fx_spec_t){c, -1}))
@@ -577,7 +614,8 @@ static void spin_time_is_counted(void **state) {
       CASE(a_future_closed_while_predicted_closes_cleanly, c),           \
       CASE(queued_futures_keep_stream_order, c),                         \
       CASE(early_predictions_are_backed_off, c),                         \
-      CASE(spin_time_is_counted, c)
+      CASE(spin_time_is_counted, c),                                     \
+      CASE(the_loop_sleeps_after_a_prewake, c)
 
 int main(int argc, char **argv) {
   const struct CMUnitTest common[] = {

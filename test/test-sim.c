@@ -169,6 +169,61 @@ static void default_stream(void **state) {
   tu_fx_close(lp);
 }
 
+/* ---- a stream's timeline is kept between its futures ---- */
+
+/* Making a timeline costs driver calls (cuStreamGetCtx, a counter) and two
+ * locks before the op may launch: a stream that runs one future at a time
+ * (the common server pattern) keeps its timeline, idle, for the next. */
+static void a_stream_keeps_its_timeline(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
+  uvcuda_stats_t st;
+  CUstream s, t;
+  uint64_t made;
+
+  lp = init_loop(fx, (uvcuda_completion_t)(intptr_t)tu_fx_prestate(state));
+  s = tu_stream();
+  assert_int_equal(await_one(fx, lp, s), 0);
+  made = simcuda_call_count("cuStreamGetCtx");
+  assert_int_equal(await_one(fx, lp, s), 0);
+  assert_int_equal(await_one(fx, lp, s), 0);
+  assert_true(simcuda_call_count("cuStreamGetCtx") == made);
+  /* Idle ones are a cache, not in use. */
+  TU_OK(uvcuda_loop_stats(&lp->ul, &st));
+  assert_int_equal(st.timelines, 0);
+  /* A new stream gets its own, even with the old handle (stream ids are
+   * never reused). */
+  tu_stream_destroy(s);
+  t = tu_stream();
+  assert_int_equal(await_one(fx, lp, t), 0);
+  assert_true(simcuda_call_count("cuStreamGetCtx") == made + 1);
+  tu_stream_destroy(t);
+  tu_fx_close(lp);
+}
+
+/* The idle ones are bounded: the least recently used goes first. */
+static void idle_timelines_are_bounded(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  enum { N = UVCUDA__TL_IDLE_MAX + 1 };
+  CUstream s[N];
+  tu_fx_loop_t *lp;
+  uint64_t made;
+  int i;
+
+  lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
+  for (i = 0; i < N; i++) {
+    s[i] = tu_stream();
+    assert_int_equal(await_one(fx, lp, s[i]), 0);
+  }
+  made = simcuda_call_count("cuStreamGetCtx");
+  assert_int_equal(await_one(fx, lp, s[N - 1]), 0); /* kept */
+  assert_true(simcuda_call_count("cuStreamGetCtx") == made);
+  assert_int_equal(await_one(fx, lp, s[0]), 0); /* the oldest: freed */
+  assert_true(simcuda_call_count("cuStreamGetCtx") == made + 1);
+  for (i = 0; i < N; i++) tu_stream_destroy(s[i]);
+  tu_fx_close(lp);
+}
+
 /* ---- a 13.2 driver: the host-task sync modes ---- */
 
 static int c_v2_modes(void *arg) {
@@ -550,6 +605,10 @@ int main(void) {
       CASE(pinned_memory_exhausted, NULL),
       CASE(invalid_stream_handle, NULL),
       CASE(default_stream, NULL),
+      CASE(a_stream_keeps_its_timeline, (void *)UVCUDA_COMPLETION_AUTO),
+      CASE(a_stream_keeps_its_timeline, (void *)UVCUDA_COMPLETION_HOSTFN),
+      CASE(a_stream_keeps_its_timeline, (void *)UVCUDA_COMPLETION_POLL),
+      CASE(idle_timelines_are_bounded, NULL),
       CASE(wakeup_cost_is_per_fired_timeline, NULL),
       CASE(stuck_probe_never_blocks_the_loop, NULL),
       CASE(loop_close_never_waits_for_the_device, NULL),
