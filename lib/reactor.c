@@ -115,7 +115,6 @@ static int scan(void) {
     for (q = c->armed.next; q != &c->armed; q = next) {
       struct uvcuda__watch *w = watch_of(q);
       next = q->next;
-      if (atomic_load_explicit(&w->held, memory_order_relaxed)) continue;
       if (!uvcuda__counter_passed(uvcuda__counter_load(w->host, w->mode),
                                   w->mode, w->threshold))
         continue;
@@ -333,7 +332,6 @@ void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c) {
 void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
                            uint64_t threshold) {
   uvcuda__queue_remove(&w->node); /* from armed, probed or fired */
-  atomic_store_explicit(&w->held, 0, memory_order_relaxed);
   if (threshold == 0) return;
   w->threshold = threshold;
   if (w->host == NULL) {

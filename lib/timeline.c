@@ -311,10 +311,6 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
   tl->seen_ns = 0;
   if (n > 0) {
     if (set->adaptive && seen) tl->pred.last_ns = seen;
-    /* The watch's threshold has passed: the settle after the callbacks
-     * moves it on; until then the reactor must not ring for it. */
-    if (tl->watched != 0 && seen_by != UVCUDA__SEEN_WAKE)
-      atomic_store_explicit(&tl->watch.held, 1, memory_order_relaxed);
     uvcuda__tl_touch(set, tl);
   }
   return n;

@@ -5,7 +5,6 @@
 #ifndef UVCUDA_WATCH_H
 #define UVCUDA_WATCH_H
 
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "queue.h"
@@ -17,11 +16,6 @@ struct uvcuda__watch {
   const void *host;          /* the counter; NULL: host functions, probe only */
   int mode;                  /* UVCUDA__COUNTER_MEM64 / _MEM32 */
   uint64_t threshold;        /* fires once the counter has passed it */
-  /* Set by the loop, without the reactor's lock, once it has seen the
-   * counter pass itself: the reactor leaves the watch alone until the
-   * loop's next settle (under the lock) re-arms or drops it, so the loop
-   * can run its callbacks first without a ring for what it already has. */
-  atomic_int held;
   uint64_t seen_ns;          /* when it fired (UVCUDA_OPT_TIMING) */
   struct uvcuda__context *ctx; /* probed while the watch is armed */
 };
@@ -32,7 +26,6 @@ static inline void uvcuda__watch_init(struct uvcuda__watch *w,
   w->host = NULL;
   w->mode = 0;
   w->threshold = 0;
-  atomic_init(&w->held, 0);
   w->seen_ns = 0;
   w->ctx = ctx;
 }
