@@ -290,7 +290,7 @@ typedef struct uvcuda_stats_s {
   uint64_t reactor_wakeups;   /* loop wakeups rung by the reactor */
   uint64_t hostfn_wakeups;    /* loop wakeups rung by host functions */
   uint64_t faults;            /* CUDA contexts found in a sticky error */
-  uint64_t timelines;         /* timelines alive now */
+  uint64_t timelines;         /* timelines in use now (not idle ones) */
   uint64_t latency_hist[UVCUDA_HIST_BUCKETS];
   /* Adaptive spin (zero while it is off). A prediction is "hit" when the
    * loop saw the future done while spinning for it, "early" when it was

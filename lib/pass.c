@@ -153,7 +153,7 @@ static void check_faults(struct uvcuda__loop *l) {
 
 /* Callbacks first: the settle takes the reactor's lock (a watch moved on)
  * and retires timelines, which no callback need wait for (repeated work's
- * p50 fell 0.6-1.3 µs on the H200, run 15), and a callback that starts
+ * p50 fell 0.8-1.4 µs on the H200, run 15), and a callback that starts
  * its stream's next future finds the timeline still active. The reactor
  * may see a passed watch meanwhile and ring once for nothing; holding it
  * off with a flag cost more loop CPU than that ring (run 15). */
