@@ -89,6 +89,9 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
   return 0;
 }
 
+static void destroy(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
+                    int write_due);
+
 int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
                    struct uvcuda__timeline **out) {
   unsigned long long id;
@@ -97,8 +100,17 @@ int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
   if (r != CUDA_SUCCESS) return UVCUDA_ECUDA(r);
   q = uvcuda__streams_find(&set->streams, id, key_of);
   if (q != NULL) {
-    *out = tl_of(q, hnode);
-    return 0;
+    struct uvcuda__timeline *tl = tl_of(q, hnode);
+    /* Kept from before its context's record was retired (a device reset)
+     * or faulted: the stream may live on in a context the driver kept, so
+     * it gets a timeline of the record it has now (once the reactor has
+     * let go of the old one's watch: a settle is due). */
+    if (!uvcuda__queue_empty(&tl->futures) || tl->watched != 0 ||
+        uvcuda__context_fault(tl->ctx) == 0) {
+      *out = tl;
+      return 0;
+    }
+    destroy(set, tl, 0);
   }
   return create(set, s, id, out);
 }

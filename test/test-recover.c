@@ -263,9 +263,9 @@ static int c_reset_without_memops(void *arg) {
 
 /* cuDevicePrimaryCtxReset resets the primary context only: a context from
  * cuCtxCreate on the same device stays the driver's. Its pending futures
- * fail (the reset retires every record of the device), but new streams
- * in it work afterwards and its health is 0 again, not "destroyed"
- * forever. */
+ * fail (the reset retires every record of the device), but its streams,
+ * new ones and those of before, work afterwards and its health is 0
+ * again, not "destroyed" forever. */
 static int c_own_context_survives_reset(void *arg) {
   uv_loop_t uv;
   uvcuda_loop_t ul;
@@ -298,6 +298,15 @@ static int c_own_context_survives_reset(void *arg) {
   CHECK(start(&ul, &after, s2) == 0);
   wait_all(&uv, &after, 1);
   fprintf(stderr, "own context after reset: future %s\n",
+          uvcuda_err_name(after.status));
+  CHECK(after.calls == 1 && after.status == 0);
+  /* And so does its stream of before the reset (the loop's record of it
+   * was retired with the device's contexts). */
+  CHECK(uvcuda_future_close(&after.f, NULL) == 0);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  CHECK(start(&ul, &after, s) == 0);
+  wait_all(&uv, &after, 1);
+  fprintf(stderr, "own context after reset: future on its old stream %s\n",
           uvcuda_err_name(after.status));
   CHECK(after.calls == 1 && after.status == 0);
   CHECK(close_all(&uv, &ul, &after, 1) == 0);
