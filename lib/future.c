@@ -75,6 +75,15 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
 
   if ((err = capture_check(s)) != 0) return err;
   if ((err = uvcuda__tl_get(&l->tls, s, &tl)) != 0) return err;
+  /* Its futures failed with their context's record this very pass (a
+   * callback restarts them before the settle): the settle lets go of the
+   * old record's watch, and the stream gets a timeline of the one it has
+   * now. */
+  if (tl->watched != 0 && uvcuda__queue_empty(&tl->futures) &&
+      uvcuda__context_fault(tl->ctx) != 0) {
+    uvcuda__loop_settle(l);
+    if ((err = uvcuda__tl_get(&l->tls, s, &tl)) != 0) return err;
+  }
   if ((r = (CUresult)uvcuda__context_fault(tl->ctx)) != CUDA_SUCCESS) {
     err = UVCUDA_ECUDA(r); /* the context is dead: its op would fail too */
     goto fail;
@@ -92,7 +101,12 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
   uvcuda__ctx_pop(want, prev);
   if (err == 0) return 0;
+  /* A driver error from the op or the marker may be the context's own
+   * sticky fault (a kernel of the op faulted before the marker): asked
+   * now, it fails the context's other futures and counts as found. */
+  if (uvcuda_cuda_result(err) != 0) (void)uvcuda__context_query(tl->ctx);
 fail:
+  uvcuda__tl_note_fault(&l->tls, tl);
   if (uvcuda__queue_empty(&tl->futures)) uvcuda__tl_touch(&l->tls, tl);
   return err;
 }

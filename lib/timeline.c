@@ -91,6 +91,7 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
 
 static void destroy(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
                     int write_due);
+static int quiescent(const struct uvcuda__timeline *tl);
 
 int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
                    struct uvcuda__timeline **out) {
@@ -103,10 +104,11 @@ int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
     struct uvcuda__timeline *tl = tl_of(q, hnode);
     /* Kept from before its context's record was retired (a device reset)
      * or faulted: the stream may live on in a context the driver kept, so
-     * it gets a timeline of the record it has now (once the reactor has
-     * let go of the old one's watch: a settle is due). */
+     * it gets a timeline of the record it has now, once nothing refers to
+     * the old one (the reactor's watch: a settle is due; a host function's
+     * ticket: it has not run yet). Till then the start fails as before. */
     if (!uvcuda__queue_empty(&tl->futures) || tl->watched != 0 ||
-        uvcuda__context_fault(tl->ctx) == 0) {
+        uvcuda__context_fault(tl->ctx) == 0 || !quiescent(tl)) {
       *out = tl;
       return 0;
     }
@@ -384,6 +386,15 @@ static void count_fault(struct uvcuda__tlset *set, struct uvcuda__context *x) {
   set->stats->faults++;
 }
 
+void uvcuda__tl_note_fault(struct uvcuda__tlset *set,
+                           const struct uvcuda__timeline *tl) {
+  int r = uvcuda__context_fault(tl->ctx);
+  /* A context a reset retired is no sticky error found: not a fault. */
+  if (r != 0 &&
+      !(r == CUDA_ERROR_CONTEXT_IS_DESTROYED && atomic_load(&tl->ctx->dead)))
+    count_fault(set, tl->ctx);
+}
+
 void uvcuda__tl_fail_faulted(struct uvcuda__tlset *set) {
   struct uvcuda__queue *q, *next;
   for (q = set->active.next; q != &set->active; q = next) {
@@ -391,9 +402,7 @@ void uvcuda__tl_fail_faulted(struct uvcuda__tlset *set) {
     int r = uvcuda__context_fault(tl->ctx);
     next = q->next;
     if (r == 0 || tl->faulted) continue;
-    /* A context a reset retired is no sticky error found: not a fault. */
-    if (!(r == CUDA_ERROR_CONTEXT_IS_DESTROYED && atomic_load(&tl->ctx->dead)))
-      count_fault(set, tl->ctx);
+    uvcuda__tl_note_fault(set, tl);
     tl->faulted = 1;
     while (!uvcuda__queue_empty(&tl->futures)) {
       uvcuda_future_t *f = future_of(uvcuda__queue_head(&tl->futures));

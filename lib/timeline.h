@@ -118,6 +118,10 @@ void uvcuda__tl_spin_poll(struct uvcuda__tlset *set,
                           struct uvcuda__timeline *tl);
 /* Host functions that ran (from the port), in order. */
 void uvcuda__tl_tickets(struct uvcuda__tlset *set, struct uvcuda__queue *done);
+/* Counts tl's context in stats.faults if it is in a sticky error (once
+ * per loop; not one a reset retired). */
+void uvcuda__tl_note_fault(struct uvcuda__tlset *set,
+                           const struct uvcuda__timeline *tl);
 /* Fails the futures of every timeline whose context is faulted. */
 void uvcuda__tl_fail_faulted(struct uvcuda__tlset *set);
 void uvcuda__tl_touch(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);

@@ -4,6 +4,7 @@
  * life of the process, and the driver must not be used across fork). Runs
  * in the `sim` suite and, with --gpu, in the `gpu` suite. */
 #include "tu.h"
+#include "simcuda.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -56,6 +57,12 @@ static void wait_all(uv_loop_t *uv, item_t *its, int n) {
     uv_run(uv, UV_RUN_ONCE);
     for (i = done = 0; i < n; i++) done += its[i].calls;
   } while (done < n && tu_now_ns() < end);
+}
+
+/* Runs the loop until one item has called back n times in all. */
+static void wait_calls(uv_loop_t *uv, item_t *it, int n) {
+  uint64_t end = tu_now_ns() + 30ull * 1000000000ull;
+  while (it->calls < n && tu_now_ns() < end) uv_run(uv, UV_RUN_ONCE);
 }
 
 static void on_loop_closed(uvcuda_loop_t *ul) { *(int *)ul->data = 1; }
@@ -313,6 +320,136 @@ static int c_own_context_survives_reset(void *arg) {
   return 0;
 }
 
+/* ---- host functions still queued when a reset fails their futures ---- */
+
+static void on_tick(uv_timer_t *t) { (void)t; }
+
+/* A future of an own context's stream fails with the reset (its record is
+ * retired) while its host function waits behind the stream's work. The
+ * stream lives on, so it is started again at once, and again once that
+ * work has run: neither start may free what the queued host function
+ * comes back to (it did, 6196594..25a175c), and the second one works.
+ * Simulation only: simcuda_enqueue_work holds the stream (a real reset
+ * may wait for queued work, as it did for the primary's on the H200). */
+static int c_hostfn_restart_after_reset(void *arg) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  item_t it;
+  CUcontext c2;
+  CUdevice dev;
+  CUstream s;
+  int rc;
+  (void)arg;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  if (!tu_is_simulated()) return 77;
+  CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  CHECK(tu.cuCtxCreate(&c2, NULL, 0, dev) == CUDA_SUCCESS);
+  CHECK(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CHECK(simcuda_enqueue_work(s, 300ull * 1000000ull) == CUDA_SUCCESS);
+  CHECK(loop_open(&uv, &ul, UVCUDA_COMPLETION_HOSTFN) == 0);
+  CHECK(start(&ul, &it, s) == 0);
+  uv_run(&uv, UV_RUN_NOWAIT);
+  CHECK(uvcuda_device_reset(0) == 0);
+  wait_all(&uv, &it, 1);
+  CHECK(it.calls == 1 && uvcuda_cuda_result(it.status) != 0);
+  /* At once: its host function has not run yet. */
+  CHECK(uvcuda_future_start(&it.f, s, NULL, on_item) == 0);
+  wait_calls(&uv, &it, 2);
+  CHECK(it.calls == 2);
+  /* It fails until the loop has that host function's ticket back. */
+  fprintf(stderr, "hostfn restart after reset, at once: %s\n",
+          uvcuda_err_name(it.status));
+  /* Once the stream's work and its host function ran, and the loop (held
+   * by a timer: nothing of uvcuda's is pending) took its ticket back. */
+  CHECK(tu.cuStreamSynchronize(s) == CUDA_SUCCESS);
+  {
+    uv_timer_t t;
+    uv_timer_init(&uv, &t);
+    uv_timer_start(&t, on_tick, 1, 0);
+    uv_run(&uv, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&uv, UV_RUN_DEFAULT);
+  }
+  CHECK(uvcuda_future_start(&it.f, s, NULL, on_item) == 0);
+  wait_calls(&uv, &it, 3);
+  CHECK(it.calls == 3);
+  fprintf(stderr, "hostfn restart after reset, later: %s\n",
+          uvcuda_err_name(it.status));
+  CHECK(it.status == 0);
+  CHECK(close_all(&uv, &ul, &it, 1) == 0);
+  return 0;
+}
+
+/* ---- a retry from the callback of a future a reset failed ---- */
+
+/* The future was armed (the reactor held its watch) on a stream of a kept
+ * context; its callback, which runs before the pass lets go of that
+ * watch, starts the stream's next future at once: it works. */
+typedef struct {
+  item_t it;
+  CUstream s;
+  int retried, retry_status;
+} retry_t;
+
+static void on_retried(uvcuda_future_t *f, int status) {
+  retry_t *r = f->data;
+  r->retried++;
+  r->retry_status = status;
+}
+
+static void on_failed_retry(uvcuda_future_t *f, int status) {
+  retry_t *r = f->data;
+  r->it.calls++;
+  r->it.status = status;
+  if (uvcuda_future_start(f, r->s, NULL, on_retried) != 0) r->retried = -1;
+}
+
+static int hold_stream(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  return simcuda_enqueue_work((CUstream)s, 300ull * 1000000ull) == CUDA_SUCCESS
+             ? 0
+             : -1;
+}
+
+static int c_retry_from_callback_after_reset(void *arg) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  retry_t r;
+  CUcontext c2;
+  CUdevice dev;
+  uint64_t end;
+  int rc;
+  (void)arg;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  if (!tu_is_simulated()) return 77; /* simcuda_enqueue_work holds it */
+  CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  CHECK(tu.cuCtxCreate(&c2, NULL, 0, dev) == CUDA_SUCCESS);
+  memset(&r, 0, sizeof(r));
+  CHECK(tu.cuStreamCreate(&r.s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_AUTO;
+  o.spin_budget_us = 0; /* armed at start: the reactor watches it */
+  CHECK(uv_loop_init(&uv) == 0);
+  CHECK(uvcuda_loop_init(&uv, &ul, &o) == 0);
+  CHECK(uvcuda_future_init(&ul, &r.it.f) == 0);
+  r.it.f.data = &r;
+  CHECK(uvcuda_future_start(&r.it.f, r.s, hold_stream, on_failed_retry) == 0);
+  CHECK(uvcuda_future_state(&r.it.f) == UVCUDA_FUTURE_ARMED);
+  CHECK(uvcuda_device_reset(0) == 0);
+  end = tu_now_ns() + 30ull * 1000000000ull;
+  while (r.retried == 0 && tu_now_ns() < end) uv_run(&uv, UV_RUN_ONCE);
+  fprintf(stderr, "retry from the callback after a reset: %s, then %s\n",
+          uvcuda_err_name(r.it.status),
+          r.retried > 0 ? uvcuda_err_name(r.retry_status) : "none");
+  CHECK(r.it.calls == 1 && uvcuda_cuda_result(r.it.status) != 0);
+  CHECK(r.retried == 1 && r.retry_status == 0);
+  CHECK(close_all(&uv, &ul, &r.it, 1) == 0);
+  return 0;
+}
+
 /* ---- cases ---- */
 
 static void run_child(int (*fn)(void *), void *arg) {
@@ -361,6 +498,16 @@ static void own_context_survives_a_reset(void **state) {
   run_child(c_own_context_survives_reset, NULL);
 }
 
+static void retry_from_the_callback_after_a_reset(void **state) {
+  (void)state;
+  run_child(c_retry_from_callback_after_reset, NULL);
+}
+
+static void hostfn_restart_after_a_reset(void **state) {
+  (void)state;
+  run_child(c_hostfn_restart_after_reset, NULL);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(healthy_context_reports_zero),
@@ -371,6 +518,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(reset_checks_with_32bit_writes),
       cmocka_unit_test(reset_checks_without_memops),
       cmocka_unit_test(own_context_survives_a_reset),
+      cmocka_unit_test(hostfn_restart_after_a_reset),
+      cmocka_unit_test(retry_from_the_callback_after_a_reset),
   };
   want_real = argc > 1 && strcmp(argv[1], "--gpu") == 0;
   return cmocka_run_group_tests(tests, NULL, NULL);

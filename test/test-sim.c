@@ -330,6 +330,66 @@ static void fault_on_one_device(void **state) {
   if (rc != 0) fail_msg("child failed with status %d", rc);
 }
 
+/* ---- a fault the op itself met counts as found ---- */
+
+/* The op's kernel faults before the marker is enqueued: the marker (or the
+ * op) gets the sticky error, the future fails with it, and the loop counts
+ * the context in stats.faults, as when the reactor or a probe finds it. */
+static int op_faults(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  if (simcuda_enqueue_fault((CUstream)s, CUDA_ERROR_ILLEGAL_ADDRESS) != CUDA_SUCCESS)
+    return -1;
+  (void)tu.cuStreamSynchronize((CUstream)s); /* the fault is there now */
+  return 0;
+}
+
+static int fault_status;
+static void on_fault_done(uvcuda_future_t *f, int status) {
+  (void)f;
+  fault_status = status;
+}
+
+static int c_fault_in_op(void *arg) {
+  uvcuda_completion_t c = (uvcuda_completion_t)(uintptr_t)arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t f;
+  uvcuda_stats_t st;
+  CUstream s;
+
+  if (tu_setup(0) != 0) return 10;
+  s = tu_stream();
+  uvcuda_options_init(&o);
+  o.completion = c;
+  uv_loop_init(&uv);
+  if (uvcuda_loop_init(&uv, &ul, &o) != 0) return 11;
+  uvcuda_future_init(&ul, &f);
+  fault_status = 1;
+  if (uvcuda_future_start(&f, s, op_faults, on_fault_done) != 0) return 12;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uvcuda_cuda_result(fault_status) != CUDA_ERROR_ILLEGAL_ADDRESS) {
+    fprintf(stderr, "status %s\n", uvcuda_err_name(fault_status));
+    return 13;
+  }
+  if (uvcuda_loop_stats(&ul, &st) != 0) return 14;
+  if (st.faults != 1 || st.failed != 1) {
+    fprintf(stderr, "faults %llu failed %llu\n", (unsigned long long)st.faults,
+            (unsigned long long)st.failed);
+    return 15;
+  }
+  uvcuda_future_close(&f, NULL);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uvcuda_loop_close(&ul, NULL) != 0) return 16;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  return uv_loop_close(&uv) == 0 ? 0 : 17;
+}
+
+static void a_fault_the_op_met_is_counted(void **state) {
+  int rc = tu_in_child(c_fault_in_op, (void *)tu_fx_prestate(state));
+  if (rc != 0) fail_msg("child failed with status %d", rc);
+}
+
 /* ---- a wakeup looks only at the timelines that moved ---- */
 
 /* 200 streams each hold an armed future; 50 futures then complete one by
@@ -619,6 +679,9 @@ int main(void) {
       CHILD(fault_on_one_device, (void *)UVCUDA_COMPLETION_AUTO),
       CHILD(fault_on_one_device, (void *)UVCUDA_COMPLETION_HOSTFN),
       CHILD(fault_on_one_device, (void *)UVCUDA_COMPLETION_POLL),
+      CHILD(a_fault_the_op_met_is_counted, (void *)UVCUDA_COMPLETION_AUTO),
+      CHILD(a_fault_the_op_met_is_counted, (void *)UVCUDA_COMPLETION_HOSTFN),
+      CHILD(a_fault_the_op_met_is_counted, (void *)UVCUDA_COMPLETION_POLL),
   };
   int fails = 0, rc;
   /* Children first, while this process has not loaded the driver. */
