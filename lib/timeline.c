@@ -53,6 +53,7 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
   if ((err = uvcuda__context_get(c, &x)) != 0) return err;
   if ((tl = calloc(1, sizeof(*tl))) == NULL) return UVCUDA_ENOMEM;
   tl->stream_id = id;
+  tl->special = is_special(s);
   tl->ctx = x;
   tl->mode = UVCUDA__TL_HOSTFN;
   uvcuda__queue_init(&tl->futures);
@@ -424,8 +425,11 @@ uint64_t uvcuda__tl_watch_want(const struct uvcuda__tlset *set,
 void uvcuda__tl_retire(struct uvcuda__tlset *set, struct uvcuda__timeline *tl) {
   if (!uvcuda__queue_empty(&tl->futures)) return;
   if (quiescent(tl)) {
-    /* A faulted context's streams have no next future to wait for. */
-    if (tl->faulted || uvcuda__context_fault(tl->ctx) != 0) {
+    /* A faulted context's streams have no next future to wait for. The
+     * NULL, legacy and per-thread handles name the current context's
+     * stream: whether their ids differ between contexts is not measured,
+     * so they are not kept for a start under another context. */
+    if (tl->special || tl->faulted || uvcuda__context_fault(tl->ctx) != 0) {
       destroy(set, tl, 0);
       return;
     }

@@ -36,6 +36,7 @@ struct uvcuda__timeline {
   int mode;
   int faulted;                    /* its context's fault failed its futures */
   int idle;                       /* on the set's idle queue */
+  int special;                    /* NULL, legacy or per-thread handle */
   struct uvcuda__counter counter; /* MEM modes */
   uint64_t next_seq;              /* last sequence number enqueued */
   uint64_t done_seq;              /* HOSTFN: highest number seen done */
