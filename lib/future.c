@@ -79,8 +79,7 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
    * callback restarts them before the settle): the settle lets go of the
    * old record's watch, and the stream gets a timeline of the one it has
    * now. */
-  if (tl->watched != 0 && uvcuda__queue_empty(&tl->futures) &&
-      uvcuda__context_fault(tl->ctx) != 0) {
+  if (uvcuda__tl_stale(tl) == UVCUDA__TL_STALE_WATCHED) {
     uvcuda__loop_settle(l);
     if ((err = uvcuda__tl_get(&l->tls, s, &tl)) != 0) return err;
   }

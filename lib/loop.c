@@ -145,5 +145,7 @@ int uvcuda_loop_stats(const uvcuda_loop_t *ul, uvcuda_stats_t *stats) {
   if (ul->internal_ == NULL) return UVCUDA_ENOTINIT;
   if (!uvcuda__on_loop_thread(ul->internal_)) return UVCUDA_EWRONGTHREAD;
   *stats = ul->internal_->stats;
+  /* Idle timelines are a cache, not in use. */
+  stats->timelines = ul->internal_->tls.streams.n - ul->internal_->tls.nidle;
   return 0;
 }

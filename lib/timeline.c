@@ -16,11 +16,6 @@ void uvcuda__tl_init(struct uvcuda__tlset *set) {
   uvcuda__queue_init(&set->touched);
 }
 
-/* stats.timelines: the ones in use; idle ones are a cache. */
-static void count(struct uvcuda__tlset *set) {
-  set->stats->timelines = set->streams.n - set->nidle;
-}
-
 static unsigned long long key_of(const struct uvcuda__queue *q) {
   return tl_of(q, hnode)->stream_id;
 }
@@ -85,14 +80,12 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
     struct uvcuda__predict_slot *k = &set->learnt[id % UVCUDA__PREDICT_SLOTS];
     if (k->stream_id == id) tl->pred = k->p;
   }
-  count(set);
   *out = tl;
   return 0;
 }
 
 static void destroy(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
                     int write_due);
-static int quiescent(const struct uvcuda__timeline *tl);
 
 int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
                    struct uvcuda__timeline **out) {
@@ -103,13 +96,8 @@ int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
   q = uvcuda__streams_find(&set->streams, id, key_of);
   if (q != NULL) {
     struct uvcuda__timeline *tl = tl_of(q, hnode);
-    /* Kept from before its context's record was retired (a device reset)
-     * or faulted: the stream may live on in a context the driver kept, so
-     * it gets a timeline of the record it has now, once nothing refers to
-     * the old one (the reactor's watch: a settle is due; a host function's
-     * ticket: it has not run yet). Till then the start fails as before. */
-    if (!uvcuda__queue_empty(&tl->futures) || tl->watched != 0 ||
-        uvcuda__context_fault(tl->ctx) == 0 || !quiescent(tl)) {
+    /* Till it can be replaced, a start on it fails as before. */
+    if (uvcuda__tl_stale(tl) != UVCUDA__TL_STALE) {
       *out = tl;
       return 0;
     }
@@ -133,7 +121,6 @@ static void destroy(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
   if (tl->mode != UVCUDA__TL_HOSTFN)
     uvcuda__context_counter_put(tl->ctx, &tl->counter, tl->mode,
                                 write_due ? tl->next_seq : 0);
-  count(set);
   free(tl);
 }
 
@@ -228,7 +215,6 @@ int uvcuda__tl_mark(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
   if (tl->idle) {
     tl->idle = 0;
     set->nidle--;
-    count(set);
   }
   return 0;
 }
@@ -270,6 +256,14 @@ static int quiescent(const struct uvcuda__timeline *tl) {
   if (tl->mode == UVCUDA__TL_HOSTFN) return tl->tickets_out == 0;
   if (tl->faulted || uvcuda__context_fault(tl->ctx) != 0) return 1;
   return passed(tl, tl->next_seq);
+}
+
+int uvcuda__tl_stale(const struct uvcuda__timeline *tl) {
+  if (!uvcuda__queue_empty(&tl->futures) ||
+      uvcuda__context_fault(tl->ctx) == 0)
+    return 0;
+  if (tl->watched != 0) return UVCUDA__TL_STALE_WATCHED;
+  return quiescent(tl) ? UVCUDA__TL_STALE : 0;
 }
 
 /* Adaptive spin: the first future a harvest finds done is a sample, from
@@ -387,13 +381,17 @@ static void count_fault(struct uvcuda__tlset *set, struct uvcuda__context *x) {
   set->stats->faults++;
 }
 
+/* r: its context's fault. One a reset retired is no sticky error found. */
+static void note_fault(struct uvcuda__tlset *set, struct uvcuda__context *x,
+                       int r) {
+  if (r != 0 &&
+      !(r == CUDA_ERROR_CONTEXT_IS_DESTROYED && atomic_load(&x->dead)))
+    count_fault(set, x);
+}
+
 void uvcuda__tl_note_fault(struct uvcuda__tlset *set,
                            const struct uvcuda__timeline *tl) {
-  int r = uvcuda__context_fault(tl->ctx);
-  /* A context a reset retired is no sticky error found: not a fault. */
-  if (r != 0 &&
-      !(r == CUDA_ERROR_CONTEXT_IS_DESTROYED && atomic_load(&tl->ctx->dead)))
-    count_fault(set, tl->ctx);
+  note_fault(set, tl->ctx, uvcuda__context_fault(tl->ctx));
 }
 
 void uvcuda__tl_fail_faulted(struct uvcuda__tlset *set) {
@@ -403,7 +401,7 @@ void uvcuda__tl_fail_faulted(struct uvcuda__tlset *set) {
     int r = uvcuda__context_fault(tl->ctx);
     next = q->next;
     if (r == 0 || tl->faulted) continue;
-    uvcuda__tl_note_fault(set, tl);
+    note_fault(set, tl->ctx, r);
     tl->faulted = 1;
     while (!uvcuda__queue_empty(&tl->futures)) {
       uvcuda_future_t *f = future_of(uvcuda__queue_head(&tl->futures));
@@ -438,7 +436,6 @@ void uvcuda__tl_retire(struct uvcuda__tlset *set, struct uvcuda__timeline *tl) {
     if (!tl->idle) {
       tl->idle = 1;
       set->nidle++;
-      count(set);
     }
     if (set->nidle > UVCUDA__TL_IDLE_MAX)
       destroy(set, tl_of(uvcuda__queue_head(&set->idle), lnode), 0);

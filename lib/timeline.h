@@ -106,6 +106,14 @@ void uvcuda__tl_init(struct uvcuda__tlset *set);
  * per-thread handles, the stream is the current context's. */
 int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
                    struct uvcuda__timeline **out);
+/* Whether tl, found for a start, is stale: made under a context record
+ * that was since retired (a device reset) or faulted, while its stream may
+ * live on in a context the driver kept. It is replaced once nothing refers
+ * to it: no future, no watch the reactor holds (a settle lets go of it),
+ * no GPU write or host-function ticket due. */
+#define UVCUDA__TL_STALE 1         /* replaceable now */
+#define UVCUDA__TL_STALE_WATCHED 2 /* replaceable after a settle */
+int uvcuda__tl_stale(const struct uvcuda__timeline *tl);
 /* Enqueues f's marker on s (its context current) and puts f on tl. */
 int uvcuda__tl_mark(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
                     CUstream s, uvcuda_future_t *f);
