@@ -250,8 +250,9 @@ struct uvcuda_loop_s {
  * both ADAPTIVE flags; a bad UVCUDA_SPIN_BUDGET_US or UVCUDA_ADAPTIVE),
  * UVCUDA_ESTRATEGY (unknown UVCUDA_COMPLETION), a driver-load error,
  * UVCUDA_ENOTSUP (the strategy needs a newer driver; adaptive spin without
- * a timerfd) or UVCUDA_ENOMEM (memory, descriptors, the reactor thread);
- * nothing is added to the loop then. The handles it adds to the loop keep
+ * a timerfd), UVCUDA_ENOMEM (memory, descriptors, the reactor thread) or
+ * UVCUDA_EBUSY (ul is initialised and its close_cb has not run: left as
+ * it is); nothing is added to the loop then. The handles it adds to the loop keep
  * it alive only while futures are pending. */
 UVCUDA_EXTERN int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
                                    const uvcuda_options_t *opts);
@@ -324,8 +325,9 @@ typedef enum {
 /* Enqueues work on `stream`, with the stream's CUDA context current. Returns
  * 0, a negative uvcuda error, or a positive CUresult (taken as
  * UVCUDA_ECUDA(result); 10000 or more: UVCUDA_EINVAL):
- * `return cuMemcpyHtoDAsync(...);` works. Must not start, close or await
- * anything. */
+ * `return cuMemcpyHtoDAsync(...);` works. Must not await anything, nor
+ * start or close futures (its own: UVCUDA_EBUSY). It may switch contexts:
+ * the marker runs in the stream's, and the caller's is put back. */
 typedef int (*uvcuda_op_cb)(uvcuda_future_t *f, uvcuda_stream_t stream);
 /* status: 0, or a negative error (UVCUDA_ECANCELED if the future was closed
  * first). The future is IDLE again: it may be started again from here. */
@@ -343,7 +345,8 @@ struct CUevent_st; /* CUevent */
 #define UVCUDA_FUTURE_PRIVATE_FIELDS                                         \
   int state_;                                                               \
   int status_;                                                              \
-  int closing_;     /* uvcuda_future_close was called */                    \
+  unsigned short closing_; /* uvcuda_future_close was called */             \
+  unsigned short in_op_;   /* its op is running: no start, close, init */   \
   uint32_t magic_;  /* initialised and not yet closed */                    \
   uvcuda_future_cb cb_;                                                     \
   uvcuda_future_close_cb close_cb_;                                         \
@@ -380,11 +383,11 @@ typedef struct uvcuda_timing_s {
   uint64_t callback_ns; /* the callback was called */
 } uvcuda_timing_t;
 
-/* Makes f an IDLE future of ul; f->data is left as it was. Initialising a
- * future that is not closed yet is undefined, as for libuv's handles.
- * Returns 0, UVCUDA_EINVAL (NULL ul or f), UVCUDA_ENOTINIT (ul never
- * initialised, or closed), UVCUDA_EFORKED, UVCUDA_EWRONGTHREAD or
- * UVCUDA_ECLOSING (ul is closing). */
+/* Makes f an IDLE future of ul; f->data is left as it was. Returns 0,
+ * UVCUDA_EINVAL (NULL ul or f), UVCUDA_ENOTINIT (ul never initialised, or
+ * closed), UVCUDA_EBUSY (f is initialised and its close_cb has not run:
+ * left as it is), UVCUDA_EFORKED, UVCUDA_EWRONGTHREAD or UVCUDA_ECLOSING
+ * (ul is closing). */
 UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
 /* Runs `op` (NULL: await what is already on the stream) on `stream`, then
  * enqueues a completion marker after it. Returns 0 when `cb` will be called
@@ -393,9 +396,10 @@ UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
  * (UVCUDA_ECAPTURING; also one the op began capturing: the marker would
  * join the graph), comes through `cb`. Returns an error, and `cb` is not
  * called, only for misuse: UVCUDA_EINVAL (NULL f or cb), UVCUDA_ENOTINIT,
- * UVCUDA_EBUSY (already started), UVCUDA_ECLOSING (f closing or closed),
- * UVCUDA_EWRONGTHREAD, UVCUDA_EFORKED. The stream must stay valid until the
- * callback runs. */
+ * UVCUDA_EBUSY (already started, or called from f's own op),
+ * UVCUDA_ECLOSING (f closing or closed), UVCUDA_EWRONGTHREAD,
+ * UVCUDA_EFORKED. The stream must stay valid until the callback runs. The
+ * caller's current context is put back, even if the op changed it. */
 UVCUDA_EXTERN int uvcuda_future_start(uvcuda_future_t *f,
                                       uvcuda_stream_t stream, uvcuda_op_cb op,
                                       uvcuda_future_cb cb);
@@ -404,13 +408,15 @@ UVCUDA_EXTERN int uvcuda_future_start(uvcuda_future_t *f,
  * (may be NULL) runs, on a later iteration, never from inside this call.
  * Nothing touches f after close_cb: free it there. Returns 0,
  * UVCUDA_EINVAL (NULL), UVCUDA_ENOTINIT, UVCUDA_ECLOSING (already closing
- * or closed), UVCUDA_EFORKED or UVCUDA_EWRONGTHREAD. */
+ * or closed), UVCUDA_EBUSY (from f's own op: its start is still running),
+ * UVCUDA_EFORKED or UVCUDA_EWRONGTHREAD. */
 UVCUDA_EXTERN int uvcuda_future_close(uvcuda_future_t *f,
                                       uvcuda_future_close_cb close_cb);
-/* f's state; CLOSED for NULL. */
+/* f's state; CLOSED for NULL or a future never initialised (or closed). */
 UVCUDA_EXTERN uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f);
 /* The phases of f's last start (valid from its callback until the next
- * start; also while f is closing). UVCUDA_EINVAL (NULL f or t),
+ * start; also while f is closing, up to its close_cb, where f is closed
+ * already). UVCUDA_EINVAL (NULL f or t),
  * UVCUDA_ENOTINIT, UVCUDA_ECLOSING (closed), UVCUDA_EWRONGTHREAD,
  * UVCUDA_ENOTSUP (the loop was not initialised with UVCUDA_OPT_TIMING). */
 UVCUDA_EXTERN int uvcuda_future_timing(const uvcuda_future_t *f,

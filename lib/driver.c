@@ -184,8 +184,9 @@ const char *uvcuda__driver_path(void) { return load_path; }
 int uvcuda_driver_symbol(const char *name, int cuda_version, void **pfn) {
   int err;
 
-  if (name == NULL || pfn == NULL || cuda_version <= 0) return UVCUDA_EINVAL;
-  *pfn = NULL;
+  if (pfn == NULL) return UVCUDA_EINVAL;
+  *pfn = NULL; /* on every error, as documented */
+  if (name == NULL || cuda_version <= 0) return UVCUDA_EINVAL;
   err = uvcuda_driver_load();
   if (err) return err;
   return resolve(name, cuda_version, pfn);

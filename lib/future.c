@@ -41,6 +41,9 @@ int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
   if (uvcuda__driver_forked()) return UVCUDA_EFORKED;
   if (!uvcuda__on_loop_thread(l)) return UVCUDA_EWRONGTHREAD;
   if (l->closing) return UVCUDA_ECLOSING;
+  /* Still initialised: its close_cb has not run (that clears the magic).
+   * Re-initialising would cut it out of the loop's queues. */
+  if (f->magic_ == FUTURE_MAGIC) return UVCUDA_EBUSY;
   data = f->data; /* yours: as libuv's handles, init leaves it alone */
   memset(f, 0, sizeof(*f)); /* state_: UVCUDA_FUTURE_IDLE */
   f->data = data;
@@ -94,11 +97,25 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     err = UVCUDA_ECUDA(r);
     goto fail;
   }
-  if (op != NULL) err = uvcuda__op_result(op(f, s));
-  /* The op may have begun a capture on s: ask again. */
-  if (err == 0 && op != NULL) err = capture_check(s);
+  if (op != NULL) {
+    CUcontext now = want;
+    f->in_op_ = 1; /* a start or close of f from its own op: EBUSY */
+    err = uvcuda__op_result(op(f, s));
+    f->in_op_ = 0;
+    /* The op may have made another context current: the marker needs the
+     * stream's, and the caller gets its own back either way. */
+    if (uvcuda__drv.cuCtxGetCurrent(&now) == CUDA_SUCCESS && now != want &&
+        (r = uvcuda__drv.cuCtxSetCurrent(want)) != CUDA_SUCCESS) {
+      if (err == 0) err = UVCUDA_ECUDA(r);
+      uvcuda__ctx_pop(now, prev); /* from the op's, if it differs */
+      goto done;
+    }
+    /* The op may have begun a capture on s: ask again. */
+    if (err == 0) err = capture_check(s);
+  }
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
   uvcuda__ctx_pop(want, prev);
+done:
   if (err == 0) return 0;
   /* A driver error from the op or the marker may be the context's own
    * sticky fault (a kernel of the op faulted before the marker): asked
@@ -118,7 +135,7 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
 
   if ((err = check(f, 1)) != 0) return err;
   if (cb == NULL) return UVCUDA_EINVAL;
-  if (f->state_ != UVCUDA_FUTURE_IDLE) return UVCUDA_EBUSY;
+  if (f->state_ != UVCUDA_FUTURE_IDLE || f->in_op_) return UVCUDA_EBUSY;
   l = f->loop->internal_;
   if (l->closing) return UVCUDA_ECLOSING;
 
@@ -157,6 +174,7 @@ int uvcuda_future_close(uvcuda_future_t *f, uvcuda_future_close_cb close_cb) {
   int err;
 
   if ((err = check(f, 1)) != 0) return err;
+  if (f->in_op_) return UVCUDA_EBUSY; /* its start is not done with it */
   l = f->loop->internal_;
   f->closing_ = 1;
   f->close_cb_ = close_cb;
@@ -200,7 +218,8 @@ int uvcuda_future_timing(const uvcuda_future_t *f, uvcuda_timing_t *t) {
 }
 
 uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f) {
-  if (f == NULL) return UVCUDA_FUTURE_CLOSED;
+  /* Never initialised (or closed): nothing can be done with it. */
+  if (f == NULL || f->magic_ != FUTURE_MAGIC) return UVCUDA_FUTURE_CLOSED;
   return (uvcuda_future_state_t)f->state_;
 }
 

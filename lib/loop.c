@@ -13,6 +13,41 @@ static int needs_reactor(const struct uvcuda__opts *o) {
   return o->completion != UVCUDA_COMPLETION_POLL;
 }
 
+/* Live loop contexts (init to close_cb), so that initialising one again
+ * is refused instead of cutting its handles off the loop: an
+ * uninitialised ul's internal_ may hold anything, so it is compared, never
+ * followed. */
+static uv_once_t live_once = UV_ONCE_INIT;
+static uv_mutex_t live_mu;
+static struct uvcuda__queue live;
+
+static void live_init(void) {
+  if (uv_mutex_init(&live_mu) != 0) abort();
+  uvcuda__queue_init(&live);
+}
+
+static int live_has(const uvcuda_loop_t *ul) {
+  struct uvcuda__queue *q;
+  int found = 0;
+  uv_once(&live_once, live_init);
+  uv_mutex_lock(&live_mu);
+  for (q = live.next; q != &live && !found; q = q->next)
+    found = uvcuda__queue_data(q, struct uvcuda__loop, live_node) ==
+                ul->internal_ &&
+            ul->internal_->pub == ul;
+  uv_mutex_unlock(&live_mu);
+  return found;
+}
+
+static void live_set(struct uvcuda__loop *l, int on) {
+  uv_mutex_lock(&live_mu);
+  if (on)
+    uvcuda__queue_insert_tail(&live, &l->live_node);
+  else
+    uvcuda__queue_remove(&l->live_node);
+  uv_mutex_unlock(&live_mu);
+}
+
 int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
                      const uvcuda_options_t *opts) {
   struct uvcuda__loop *l;
@@ -20,6 +55,9 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
   int err;
 
   if (loop == NULL || ul == NULL) return UVCUDA_EINVAL;
+  /* (A forked child's are the parent's, and its lock may be held there:
+   * the load below says EFORKED.) */
+  if (!uvcuda__driver_forked() && live_has(ul)) return UVCUDA_EBUSY;
   ul->internal_ = NULL;
   ul->loop = NULL;
   if ((err = uvcuda__opts_resolve(opts, &o)) != 0) return err;
@@ -75,6 +113,7 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
   /* Only now may the reactor ring the async handle. */
   if (l->reactor_attached) uvcuda__reactor_listen(&l->rc);
   l->handles_to_close = l->adapt.on ? 3 : 2;
+  live_set(l, 1);
   ul->loop = loop;
   ul->internal_ = l;
   return 0;
@@ -88,6 +127,7 @@ static void on_handle_closed(uv_handle_t *h) {
   if (--l->handles_to_close > 0) return;
   ul = l->pub;
   cb = l->close_cb;
+  live_set(l, 0);
   free(l);
   ul->internal_ = NULL;
   if (cb) cb(ul);
@@ -145,7 +185,6 @@ int uvcuda_loop_stats(const uvcuda_loop_t *ul, uvcuda_stats_t *stats) {
   if (ul->internal_ == NULL) return UVCUDA_ENOTINIT;
   if (!uvcuda__on_loop_thread(ul->internal_)) return UVCUDA_EWRONGTHREAD;
   *stats = ul->internal_->stats;
-  /* Idle timelines are a cache, not in use. */
-  stats->timelines = ul->internal_->tls.streams.n - ul->internal_->tls.nidle;
+  stats->timelines = uvcuda__tl_in_use(&ul->internal_->tls);
   return 0;
 }

@@ -39,6 +39,7 @@ struct uvcuda__loop {
   int reactor_attached;
   unsigned epoch; /* the fault epoch this loop has acted on */
   uvcuda_stats_t stats;
+  struct uvcuda__queue live_node; /* live loops (loop.c) */
 };
 
 int uvcuda__on_loop_thread(const struct uvcuda__loop *l);

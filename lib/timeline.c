@@ -445,6 +445,16 @@ void uvcuda__tl_retire(struct uvcuda__tlset *set, struct uvcuda__timeline *tl) {
   uvcuda__queue_insert_tail(&set->draining, &tl->lnode);
 }
 
+uint64_t uvcuda__tl_in_use(const struct uvcuda__tlset *set) {
+  const struct uvcuda__queue *q;
+  uint64_t n = set->streams.n - set->nidle;
+  /* A draining timeline of a faulted context waits only for host
+   * functions the driver will never run: nothing is due to it. */
+  for (q = set->draining.next; q != &set->draining; q = q->next)
+    if (uvcuda__context_fault(tl_of(q, lnode)->ctx) != 0) n--;
+  return n;
+}
+
 void uvcuda__tl_reap(struct uvcuda__tlset *set) {
   struct uvcuda__queue *q, *next;
   for (q = set->draining.next; q != &set->draining; q = next) {

@@ -141,6 +141,9 @@ uint64_t uvcuda__tl_watch_want(const struct uvcuda__tlset *set,
  * oldest idle one freed beyond UVCUDA__TL_IDLE_MAX), else draining. Its
  * watch must be off. */
 void uvcuda__tl_retire(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);
+/* stats.timelines: those with a pending future or something still due;
+ * not the idle ones, nor a faulted context's. */
+uint64_t uvcuda__tl_in_use(const struct uvcuda__tlset *set);
 /* Frees the draining timelines whose writes have landed. */
 void uvcuda__tl_reap(struct uvcuda__tlset *set);
 /* Loop close: frees every timeline; counters with writes due drain in

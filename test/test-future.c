@@ -699,7 +699,77 @@ static void stream_context_made_current(void **state) {
   tu_fx_close(e);
 }
 
+/* An op that switches the thread to another context gets the caller's
+ * back, even where the stream's context was the caller's (no switch of
+ * uvcuda's own to undo); the marker still runs in the stream's. */
+static int op_switches_ctx(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  (void)s;
+  return tu.cuCtxSetCurrent(NULL);
+}
+
+static void an_op_that_switches_context_is_undone(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
+  CUstream s;
+  CUcontext cur = NULL;
+
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  TU_CU(tu.cuCtxSetCurrent(tu_ctx)); /* the stream's */
+  TU_OK(uvcuda_future_start(f, s, op_switches_ctx, tu_rec_done));
+  TU_CU(tu.cuCtxGetCurrent(&cur));
+  assert_ptr_equal(cur, tu_ctx);
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  assert_int_equal(r->status, 0);
+  close_future(e, f);
+  tu_stream_destroy(s);
+  tu_fx_close(e);
+}
+
 /* ---- misuse ---- */
+
+/* The op runs inside uvcuda_future_start: its own future is not started
+ * yet, nor free to be closed or initialised again. */
+static int in_op_start, in_op_close, in_op_init;
+static int op_reenters(uvcuda_future_t *f, uvcuda_stream_t s) {
+  in_op_close = uvcuda_future_close(f, tu_rec_closed);
+  in_op_start = uvcuda_future_start(f, s, NULL, tu_rec_done);
+  in_op_init = uvcuda_future_init(f->loop, f);
+  return 0;
+}
+
+static void an_op_may_not_start_or_close_its_future(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
+  CUstream s;
+  int i;
+
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  for (i = 0; i < 2; i++) { /* again after its callback: it is reusable */
+    in_op_start = in_op_close = in_op_init = 1;
+    TU_OK(uvcuda_future_start(f, s, op_reenters, tu_rec_done));
+    assert_int_equal(in_op_close, UVCUDA_EBUSY);
+    assert_int_equal(in_op_start, UVCUDA_EBUSY);
+    assert_int_equal(in_op_init, UVCUDA_EBUSY);
+    tu_run(&e->uv, 5000);
+    assert_int_equal(r->calls, i + 1);
+    assert_int_equal(r->status, 0);
+    assert_int_equal(r->closed, 0);
+  }
+  close_future(e, f);
+  assert_int_equal(r->calls, 2);
+  tu_stream_destroy(s);
+  tu_fx_close(e);
+}
 
 typedef struct {
   tu_fx_loop_t *e;
@@ -762,8 +832,14 @@ static void misuse_returns_errors(void **state) {
   assert_int_equal(uvcuda_future_start(z, s, NULL, tu_rec_done), UVCUDA_ENOTINIT);
   assert_int_equal(uvcuda_future_close(z, NULL), UVCUDA_ENOTINIT);
   assert_int_equal(uvcuda_future_close(NULL, NULL), UVCUDA_EINVAL);
+  assert_int_equal(uvcuda_future_state(z), UVCUDA_FUTURE_CLOSED);
   TU_OK(uvcuda_future_init(&e->ul, f));
   f->data = r;
+  /* Live handles are not initialised again (that would cut them out of
+   * the loop's queues); they stay usable. */
+  assert_int_equal(uvcuda_future_init(&e->ul, f), UVCUDA_EBUSY);
+  assert_int_equal(uvcuda_loop_init(&e->uv, &e->ul, NULL), UVCUDA_EBUSY);
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_IDLE);
   assert_int_equal(uvcuda_future_start(f, s, NULL, NULL), UVCUDA_EINVAL);
   tu_gate_hold(&g, s);
   TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
@@ -781,6 +857,9 @@ static void misuse_returns_errors(void **state) {
   assert_int_equal(uvcuda_future_start(f, s, NULL, tu_rec_done), UVCUDA_ECLOSING);
   assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_CLOSED);
   assert_int_equal(r->calls, 1);
+  /* Closed: it may be initialised again (and must be closed again). */
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  close_future(e, f);
   tu_stream_destroy(s);
   tu_gate_free(&g);
   tu_fx_close(e);
@@ -1025,6 +1104,8 @@ static void loops_on_threads(void **state) {
   LOOP(capturing_stream_is_refused, c, 20),             \
   LOOP(op_that_begins_a_capture_is_refused, c, 20),     \
   LOOP(stream_context_made_current, c, 20),             \
+  LOOP(an_op_that_switches_context_is_undone, c, 20),   \
+  LOOP(an_op_may_not_start_or_close_its_future, c, 20), \
   LOOP(calls_from_another_thread_fail, c, 20),          \
   LOOP(misuse_returns_errors, c, 20),                   \
   OWN(close_at_every_state, c),                         \

@@ -390,6 +390,53 @@ static void a_fault_the_op_met_is_counted(void **state) {
   if (rc != 0) fail_msg("child failed with status %d", rc);
 }
 
+/* ---- a faulted context's timelines are not in use ---- */
+
+/* A future's stream is busy when another stream of its context faults:
+ * the future fails, and its timeline, with nothing due any more (the
+ * driver never runs a host function queued before a fault), no longer
+ * counts in stats.timelines, in every strategy. */
+static int c_fault_leaves_no_timeline(void *arg) {
+  uvcuda_completion_t c = (uvcuda_completion_t)(uintptr_t)arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_options_t o;
+  uvcuda_future_t f;
+  uvcuda_stats_t st;
+  CUstream s;
+
+  if (tu_setup(0) != 0) return 10;
+  s = tu_stream();
+  uvcuda_options_init(&o);
+  o.completion = c;
+  uv_loop_init(&uv);
+  if (uvcuda_loop_init(&uv, &ul, &o) != 0) return 11;
+  uvcuda_future_init(&ul, &f);
+  if (simcuda_enqueue_work(s, 5000000000ull) != CUDA_SUCCESS) return 12;
+  fault_status = 1;
+  if (uvcuda_future_start(&f, s, NULL, on_fault_done) != 0) return 13;
+  if (simcuda_enqueue_fault(tu_stream(), CUDA_ERROR_ILLEGAL_ADDRESS) != CUDA_SUCCESS)
+    return 14;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uvcuda_cuda_result(fault_status) != CUDA_ERROR_ILLEGAL_ADDRESS) return 15;
+  if (uvcuda_loop_stats(&ul, &st) != 0) return 16;
+  if (st.timelines != 0 || st.faults != 1) {
+    fprintf(stderr, "timelines %llu faults %llu\n",
+            (unsigned long long)st.timelines, (unsigned long long)st.faults);
+    return 17;
+  }
+  uvcuda_future_close(&f, NULL);
+  uv_run(&uv, UV_RUN_DEFAULT);
+  if (uvcuda_loop_close(&ul, NULL) != 0) return 18;
+  uv_run(&uv, UV_RUN_DEFAULT);
+  return uv_loop_close(&uv) == 0 ? 0 : 19;
+}
+
+static void a_fault_leaves_no_timeline_in_use(void **state) {
+  int rc = tu_in_child(c_fault_leaves_no_timeline, (void *)tu_fx_prestate(state));
+  if (rc != 0) fail_msg("child failed with status %d", rc);
+}
+
 /* ---- a wakeup looks only at the timelines that moved ---- */
 
 /* 200 streams each hold an armed future; 50 futures then complete one by
@@ -682,6 +729,9 @@ int main(void) {
       CHILD(a_fault_the_op_met_is_counted, (void *)UVCUDA_COMPLETION_AUTO),
       CHILD(a_fault_the_op_met_is_counted, (void *)UVCUDA_COMPLETION_HOSTFN),
       CHILD(a_fault_the_op_met_is_counted, (void *)UVCUDA_COMPLETION_POLL),
+      CHILD(a_fault_leaves_no_timeline_in_use, (void *)UVCUDA_COMPLETION_AUTO),
+      CHILD(a_fault_leaves_no_timeline_in_use, (void *)UVCUDA_COMPLETION_HOSTFN),
+      CHILD(a_fault_leaves_no_timeline_in_use, (void *)UVCUDA_COMPLETION_POLL),
   };
   int fails = 0, rc;
   /* Children first, while this process has not loaded the driver. */

@@ -219,8 +219,16 @@ static void missing_driver_is_reported(void **state) {
   assert_int_equal(uvcuda_driver_info(NULL), UVCUDA_EINVAL);
   assert_int_equal(uvcuda_driver_symbol("cuInit", 2000, &p), UVCUDA_ENODRIVER);
   assert_null(p);
+  /* *pfn is NULL on every error (uvcuda.h), bad arguments included. */
+  p = (void *)&p;
   assert_int_equal(uvcuda_driver_symbol(NULL, 2000, &p), UVCUDA_EINVAL);
+  assert_null(p);
+  p = (void *)&p;
   assert_int_equal(uvcuda_driver_symbol("cuInit", 0, &p), UVCUDA_EINVAL);
+  assert_null(p);
+  p = (void *)&p;
+  assert_int_equal(uvcuda_driver_symbol("cuInit", -1, &p), UVCUDA_EINVAL);
+  assert_null(p);
 }
 
 static void null_arguments_without_driver(void **state) {
@@ -244,6 +252,8 @@ static void null_arguments_without_driver(void **state) {
   assert_int_equal(uvcuda_future_start(&f, NULL, NULL, NULL), UVCUDA_ENOTINIT);
   assert_int_equal(uvcuda_future_close(&f, NULL), UVCUDA_ENOTINIT);
   assert_int_equal(uvcuda_future_state(NULL), UVCUDA_FUTURE_CLOSED);
+  /* Never initialised: nothing can be done with it, as with a closed one. */
+  assert_int_equal(uvcuda_future_state(&f), UVCUDA_FUTURE_CLOSED);
   assert_int_equal(uvcuda_future_is_active(&f), 0);
   assert_int_equal(uvcuda_loop_completion(NULL), UVCUDA_COMPLETION_DEFAULT);
   assert_int_equal(uvcuda_loop_spin_budget_ns(&ul), 0);
