@@ -33,6 +33,22 @@ static int wants_memops(const struct uvcuda__tlset *set) {
   }
 }
 
+/* Host memory the driver won't map for the device (registration refused:
+ * some VMs and sandboxes) is as final as refused memops: AUTO goes to
+ * host functions for good, an explicit strategy says so. Running out of
+ * pinned memory is not: that start fails, the next one tries again. */
+static int counter_get(struct uvcuda__tlset *set, struct uvcuda__timeline *tl) {
+  int err = uvcuda__context_counter_get(tl->ctx, &tl->counter);
+  if (err != UVCUDA_ECUDA(CUDA_ERROR_NOT_SUPPORTED) &&
+      err != UVCUDA_ECUDA(CUDA_ERROR_NOT_PERMITTED))
+    return err;
+  set->counters_bad = 1;
+  if (set->completion != UVCUDA_COMPLETION_AUTO) return UVCUDA_ENOTSUP;
+  tl->mode = UVCUDA__TL_HOSTFN;
+  set->stats->fallbacks++;
+  return 0;
+}
+
 static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
                   struct uvcuda__timeline **out) {
   struct uvcuda__timeline *tl;
@@ -56,16 +72,16 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
   uvcuda__queue_init(&tl->touch_node);
   uvcuda__watch_init(&tl->watch, x);
   if (wants_memops(set)) {
-    if (!set->memops64_bad)
+    if (!set->counters_bad && !set->memops64_bad)
       tl->mode = UVCUDA__TL_MEM64;
-    else if (!set->memops32_bad)
+    else if (!set->counters_bad && !set->memops32_bad)
       tl->mode = UVCUDA__TL_MEM32;
     else if (set->completion != UVCUDA_COMPLETION_AUTO)
       err = UVCUDA_ENOTSUP;
     else
       set->stats->fallbacks++;
     if (err == 0 && tl->mode != UVCUDA__TL_HOSTFN)
-      err = uvcuda__context_counter_get(x, &tl->counter);
+      err = counter_get(set, tl);
   }
   if (err == 0)
     err = uvcuda__streams_insert(&set->streams, id, &tl->hnode, key_of);

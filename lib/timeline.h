@@ -81,6 +81,7 @@ struct uvcuda__tlset {
   int adaptive;    /* learn each timeline's durations (adapt.h) */
   int spin_events; /* host-function modes record an event */
   int memops64_bad, memops32_bad;
+  int counters_bad; /* host memory can't be registered for counters */
   struct uvcuda__context **faulted; /* contexts counted in stats.faults */
   size_t nfaulted, faulted_cap;
   uint64_t harvests; /* tests count a wakeup's work */

@@ -65,6 +65,50 @@ static void no_memops_auto_falls_back(void **state) {
   tu_stream_destroy(s);
 }
 
+/* Host memory the driver refuses to register for the device (some VMs and
+ * sandboxes): AUTO goes to host functions, as for refused memops, and
+ * stops asking; explicit strategies say UVCUDA_ENOTSUP. */
+static void no_registration_auto_falls_back(void **state) {
+  static const CUresult refusals[] = {CUDA_ERROR_NOT_SUPPORTED,
+                                      CUDA_ERROR_NOT_PERMITTED};
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
+  uvcuda_stats_t st;
+  CUstream s;
+  uint64_t before;
+  size_t k;
+  int i;
+  for (k = 0; k < sizeof(refusals) / sizeof(refusals[0]); k++) {
+    /* A context of its own: the test's has counter pages already. */
+    PFN_cuCtxCreate_v3020 ctx_create;
+    PFN_cuCtxDestroy_v4000 ctx_destroy;
+    CUcontext c;
+    TU_OK(uvcuda_driver_symbol("cuCtxCreate", 3020, (void **)&ctx_create));
+    TU_OK(uvcuda_driver_symbol("cuCtxDestroy", 4000, (void **)&ctx_destroy));
+    TU_CU(ctx_create(&c, 0, 0));
+    TU_CU(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    simcuda_fail("cuMemHostRegister", refusals[k], -1);
+    lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
+    before = simcuda_call_count("cuMemHostRegister");
+    for (i = 0; i < 10; i++) assert_int_equal(await_one(fx, lp, s), 0);
+    assert_int_equal(simcuda_call_count("cuMemHostRegister"), before + 1);
+    TU_OK(uvcuda_loop_stats(&lp->ul, &st));
+    assert_true(st.fallbacks >= 1);
+    assert_int_equal(st.completed_spin + st.completed_hostfn, 10);
+    tu_fx_close(lp);
+    lp = init_loop(fx, UVCUDA_COMPLETION_REACTOR);
+    assert_int_equal(await_one(fx, lp, s), UVCUDA_ENOTSUP);
+    tu_fx_close(lp);
+    lp = init_loop(fx, UVCUDA_COMPLETION_POLL);
+    assert_int_equal(await_one(fx, lp, s), UVCUDA_ENOTSUP);
+    tu_fx_close(lp);
+    teardown_failures();
+    TU_CU(tu.cuStreamDestroy(s));
+    TU_CU(ctx_destroy(c));
+    TU_CU(tu.cuCtxSetCurrent(tu_ctx));
+  }
+}
+
 static void only_32_bit_memops(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *lp;
@@ -706,6 +750,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       CASE(no_memops_auto_falls_back, NULL),
+      CASE(no_registration_auto_falls_back, NULL),
       CASE(only_32_bit_memops, NULL),
       CASE(counter_32_wraps, NULL),
       CASE(enqueue_failures_reach_the_callback, NULL),
