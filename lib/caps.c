@@ -9,6 +9,7 @@
 
 static pthread_mutex_t caps_mu = PTHREAD_MUTEX_INITIALIZER;
 static int caps_known, caps_memops32, caps_memops64, caps_devices;
+static int caps_unsure; /* a refusal answered: asked again next time */
 
 /* One write of `value` through a counter, synchronised: 1 it landed, 0 the
  * driver refused it (or it wrote something else), or the error that kept
@@ -18,7 +19,19 @@ static int try_write(struct uvcuda__context *x, CUstream s, int mode,
   struct uvcuda__counter c;
   CUresult r;
   int ok = 0, err;
-  if ((err = uvcuda__context_counter_get(x, &c)) != 0) return err;
+  int tries = 2;
+  /* No host memory the device may write to (registration refused twice in
+   * a row): no write of uvcuda's can work now, which is the answer, but
+   * not remembered. */
+  while ((err = uvcuda__context_counter_get(x, &c)) ==
+             UVCUDA_ECUDA(CUDA_ERROR_NOT_SUPPORTED) ||
+         err == UVCUDA_ECUDA(CUDA_ERROR_NOT_PERMITTED)) {
+    if (--tries == 0) {
+      caps_unsure = 1;
+      return 0;
+    }
+  }
+  if (err != 0) return err;
   if (mode == UVCUDA__COUNTER_MEM64)
     r = uvcuda__drv.cuStreamWriteValue64(s, c.dptr, value, 0);
   else
@@ -77,7 +90,10 @@ int uvcuda_driver_info(uvcuda_driver_info_t *info) {
   info->path = uvcuda__driver_path();
   if (err) return err;
   pthread_mutex_lock(&caps_mu);
-  if (!caps_known) caps_known = (err = probe_caps()) == 0;
+  if (!caps_known) {
+    caps_unsure = 0;
+    caps_known = (err = probe_caps()) == 0 && !caps_unsure;
+  }
   pthread_mutex_unlock(&caps_mu);
   if (err) {
     info->driver_version = uvcuda__drv.version;

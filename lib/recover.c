@@ -2,6 +2,8 @@
  * reset that lets a process use a device again where the driver allows. */
 #include "context.h"
 
+#include <stdlib.h>
+
 int uvcuda_context_health(uvcuda_context_t ctx) {
   struct uvcuda__context *x;
   int err, r;
@@ -31,6 +33,38 @@ static CUresult write_one(CUstream s, const struct uvcuda__counter *c,
   return uvcuda__drv.cuLaunchHostFunc(s, set_one, c->host);
 }
 
+static int refused(int err) {
+  return err == UVCUDA_ECUDA(CUDA_ERROR_NOT_SUPPORTED) ||
+         err == UVCUDA_ECUDA(CUDA_ERROR_NOT_PERMITTED);
+}
+
+/* Where no counter can be registered (as `auto` then does): a host
+ * function sets a flag of ours. One that never ran (the sync failed) may
+ * still run, so its flag is left to it. */
+static int check_hostfn(CUcontext ctx) {
+  struct uvcuda__drvscope sc;
+  uint32_t *flag = calloc(1, sizeof(*flag));
+  CUstream s;
+  CUresult r;
+  int due = 0;
+  if (flag == NULL) return UVCUDA_ENOMEM;
+  r = uvcuda__drv_enter(&sc, ctx);
+  if (r == CUDA_SUCCESS) r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) {
+    r = uvcuda__drv.cuLaunchHostFunc(s, set_one, flag);
+    if (r == CUDA_SUCCESS) {
+      due = 1;
+      r = uvcuda__drv.cuStreamSynchronize(s);
+    }
+    uvcuda__drv.cuStreamDestroy(s);
+  }
+  uvcuda__drv_leave(&sc);
+  if (r == CUDA_SUCCESS && __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 1)
+    r = CUDA_ERROR_UNKNOWN;
+  if (!due || r == CUDA_SUCCESS) free(flag);
+  return r == CUDA_SUCCESS ? 0 : UVCUDA_ECUDA(r);
+}
+
 /* New work on the device's fresh primary context: one counter write,
  * awaited on a stream of its own. */
 static int check(CUdevice dev) {
@@ -46,7 +80,9 @@ static int check(CUdevice dev) {
     return UVCUDA_ECUDA(r);
   err = uvcuda__context_get(ctx, &x);
   if (err == 0) err = uvcuda__context_counter_get(x, &c);
-  if (err == 0) {
+  if (refused(err)) {
+    err = check_hostfn(ctx);
+  } else if (err == 0) {
     r = uvcuda__drv_enter(&sc, ctx);
     if (r == CUDA_SUCCESS) r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) {

@@ -239,6 +239,28 @@ static void a_refused_probe_is_asked_again(void **state) {
   }
 }
 
+/* The driver refuses to register host memory for good (some VMs): the
+ * probe's writes have nowhere to land, so uvcuda_driver_info answers 0
+ * with no memops (before, it failed: the Node package's driverInfo()
+ * threw), and asks again once registration works. */
+static int c_registration_refused(void *arg) {
+  uvcuda_driver_info_t a, b;
+  (void)arg;
+  CHECK(uvcuda_driver_load() == 0);
+  simcuda_fail("cuMemHostRegister", CUDA_ERROR_NOT_SUPPORTED, -1);
+  CHECK(uvcuda_driver_info(&a) == 0);
+  CHECK(a.device_count == 1 && !a.memops32 && !a.memops64);
+  simcuda_clear_failures();
+  CHECK(uvcuda_driver_info(&b) == 0);
+  CHECK(b.memops32 && b.memops64);
+  return 0;
+}
+
+static void a_refused_registration_reads_as_no_memops(void **state) {
+  (void)state;
+  expect_child(c_registration_refused, NULL);
+}
+
 #define NTHREADS 8
 static int results[NTHREADS];
 static void *load_thread(void *arg) {
@@ -522,6 +544,7 @@ int main(void) {
       cmocka_unit_test(failing_cuinit),
       cmocka_unit_test(memops_are_probed),
       cmocka_unit_test(a_refused_probe_is_asked_again),
+      cmocka_unit_test(a_refused_registration_reads_as_no_memops),
       cmocka_unit_test(concurrent_first_use),
       cmocka_unit_test(no_device),
       cmocka_unit_test(out_of_threads_is_enomem),

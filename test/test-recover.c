@@ -238,7 +238,7 @@ static int c_reset_under_load(void *arg) {
 
 /* `auto` works on such a device (32-bit writes, else host functions), so
  * the reset's check of new work must too: arg 1 refuses 64-bit writes,
- * arg 2 both widths. Simulation only: a GPU can't be told to refuse. */
+ * arg 2 both widths, arg 3 the registration of host memory. Simulation only: a GPU can't be told to refuse. */
 static int c_reset_without_memops(void *arg) {
   uv_loop_t uv;
   uvcuda_loop_t ul;
@@ -246,12 +246,16 @@ static int c_reset_without_memops(void *arg) {
   CUstream s;
   int rc;
 
-  setenv("SIMCUDA_FAIL",
-         (intptr_t)arg == 1 ? "cuStreamWriteValue64=801"
-                            : "cuStreamWriteValue64=801,cuStreamWriteValue32=801",
-         1);
+  if ((intptr_t)arg != 3)
+    setenv("SIMCUDA_FAIL",
+           (intptr_t)arg == 1 ? "cuStreamWriteValue64=801"
+                              : "cuStreamWriteValue64=801,cuStreamWriteValue32=801",
+           1);
   if ((rc = tu_setup(want_real)) != 0) return rc;
   if (!tu_is_simulated()) return 77;
+  /* From here on: the fresh context after the reset needs a new page. */
+  if ((intptr_t)arg == 3)
+    simcuda_fail("cuMemHostRegister", CUDA_ERROR_NOT_SUPPORTED, -1);
   CHECK(loop_open(&uv, &ul, UVCUDA_COMPLETION_AUTO) == 0);
   s = tu_stream();
   CHECK(start(&ul, &it, s) == 0);
@@ -493,6 +497,12 @@ static void reset_checks_without_memops(void **state) {
   run_child(c_reset_without_memops, (void *)(intptr_t)2);
 }
 
+/* Host memory can't be registered for a counter: a host function checks. */
+static void reset_checks_without_registration(void **state) {
+  (void)state;
+  run_child(c_reset_without_memops, (void *)(intptr_t)3);
+}
+
 static void own_context_survives_a_reset(void **state) {
   (void)state;
   run_child(c_own_context_survives_reset, NULL);
@@ -517,6 +527,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(reset_fails_other_loops_futures),
       cmocka_unit_test(reset_checks_with_32bit_writes),
       cmocka_unit_test(reset_checks_without_memops),
+      cmocka_unit_test(reset_checks_without_registration),
       cmocka_unit_test(own_context_survives_a_reset),
       cmocka_unit_test(hostfn_restart_after_a_reset),
       cmocka_unit_test(retry_from_the_callback_after_a_reset),
