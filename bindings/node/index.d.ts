@@ -38,9 +38,10 @@ export interface AbortSignalLike {
 /** The options of every call that returns a Promise, after its positional
  * arguments. */
 export interface AwaitOptions {
-  /** Aborting rejects the promise at once with an AbortError; the GPU work
-   * goes on (and keeps what it uses alive until it is done). An aborted
-   * signal rejects without enqueuing anything. */
+  /** Aborting rejects the promise at once with an AbortError, also when a
+   * getter of the call's own arguments aborts it; the GPU work goes on (and
+   * keeps what it uses, and the thread's event loop, alive until it is
+   * done). An aborted signal rejects without enqueuing anything. */
   signal?: AbortSignalLike;
 }
 
@@ -48,7 +49,8 @@ export interface AwaitOptions {
 export interface UvcudaError extends Error {
   /** 'CUDA_ERROR_ILLEGAL_ADDRESS', 'UVCUDA_ECAPTURING', 'UVCUDA_ENODRIVER',
    * 'EBUSY' (uvcuda_err_name), or Node's 'ERR_INVALID_ARG_TYPE',
-   * 'ERR_INVALID_ARG_VALUE', 'ERR_OUT_OF_RANGE', 'ERR_INVALID_STATE'. */
+   * 'ERR_INVALID_ARG_VALUE', 'ERR_OUT_OF_RANGE', 'ERR_INVALID_STATE',
+   * 'ERR_ILLEGAL_CONSTRUCTOR', 'ERR_CONSTRUCT_CALL_REQUIRED'. */
   code: string;
   /** The negative uvcuda error code (uvcuda and CUDA errors); CUDA result r
    * is -20000 - r. */
@@ -123,10 +125,12 @@ export interface Stats {
   prewakes: number;
   /** ns the loop thread spent spinning (with or without adaptive). */
   spinNs: number;
-  /** Calls of this env whose GPU work was started and awaited (a future
-   * started), and how those settled. A call refused before its work
-   * started (bad arguments, a closed object, UVCUDA_ENOTSUP) is in none of
-   * them, and an aborted call's work still completes: it counts as
+  /** Calls of this env handed to a stream (a future started: the promise
+   * helper's awaits), and how those settled: by the work, or by a
+   * rejection at the stream (a capturing stream's UVCUDA_ECAPTURING, a
+   * driver error of the enqueue, a fault). A call refused before that (bad
+   * arguments, a closed object, an aborted signal, UVCUDA_ENOTSUP) is in
+   * none of them, and an aborted call's work still completes: it counts as
    * resolved or rejected by what the work did, not as the AbortError its
    * caller saw. pending: started, not yet settled. */
   pending: number;
@@ -153,7 +157,8 @@ type Listener = (...args: any[]) => void;
  * Neither event keeps a thread alive; a Device with listeners for them is
  * not collected while it has them. */
 export class Device {
-  /** Throws RangeError for an ordinal out of range, UvcudaError without a driver. */
+  /** Throws RangeError for an ordinal out of range, UvcudaError without a
+   * driver; TypeError ERR_CONSTRUCT_CALL_REQUIRED when called without new. */
   constructor(ordinal?: number);
   readonly ordinal: number;
   readonly name: string;
@@ -166,13 +171,18 @@ export class Device {
   /** Device memory of byteLength bytes (contents undefined). From the
    * stream-ordered allocator where the device has memory pools. */
   alloc(byteLength: number): DeviceMemory;
-  /** Loads a PTX (or cubin) image. Synchronous, and the driver waits for the
-   * device to be idle: load modules before starting GPU work. */
+  /** Loads a PTX (or cubin) image: a string, Buffer, TypedArray, DataView
+   * or ArrayBuffer. Synchronous, and the driver waits for the device to be
+   * idle: load modules before starting GPU work. */
   loadModule(image: string | BufferSource): Module;
   /** Recovery after a fault, for the whole process: resolves once new work
    * completes on the device; every stream, allocation, module and kernel of
    * it made before is gone (work on them rejects
-   * CUDA_ERROR_CONTEXT_IS_DESTROYED). Rejects with the driver's error
+   * CUDA_ERROR_CONTEXT_IS_DESTROYED). Work pending at the reset of a
+   * healthy device completes or rejects CUDA_ERROR_CONTEXT_IS_DESTROYED,
+   * by timing. Other copies of uvcuda and other CUDA libraries in the
+   * process keep handles the reset destroyed, which uvcuda cannot tell
+   * them: they must not use them. Rejects with the driver's error
    * (CUDA_ERROR_ILLEGAL_ADDRESS) where the driver keeps the fault: restart
    * the process then. */
   reset(options?: AwaitOptions): Promise<void>;
@@ -316,14 +326,19 @@ export const include_dir: string;
 export const targets: string;
 /** Loads the driver; throws UvcudaError (UVCUDA_ENODRIVER, CUDA_ERROR_NO_DEVICE, ...). */
 export function driverInfo(): DriverInfo;
+/** 0 where the driver says there is no device (CUDA_ERROR_NO_DEVICE);
+ * throws UvcudaError UVCUDA_ENODRIVER without a driver. */
 export function deviceCount(): number;
 export function openDevice(ordinal?: number): Device;
 /** Awaits a Stream, or a raw CUstream handle from another addon. */
 export function fence(stream: Stream | bigint, options?: AwaitOptions): Promise<void>;
 export function fence(stream: Stream | bigint, device?: Device,
                       options?: AwaitOptions): Promise<void>;
-/** Options of this env's uvcuda loop context; before the env's first
- * awaited call, else throws EBUSY. */
+/** Options of this env's uvcuda loop context, until it opens at the env's
+ * first call that reaches a stream (not reset(), the ...OnThreadPool
+ * baselines or a refused call); then throws EBUSY. Each call sets every
+ * option: one left out or undefined takes its default, not an earlier
+ * call's value. Read with plain gets, as Node core reads options. */
 export function configure(options: Readonly<ConfigureOptions>): void;
 /** Not a GPU call: before the env's first awaited call, zeros and the
  * settings to come (no driver needed). Throws EINVAL / UVCUDA_ESTRATEGY,

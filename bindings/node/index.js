@@ -157,8 +157,10 @@ function watch(signal, onAbort) {
       waiting.delete(signal);
       for (const f of set) f();
     };
-    waiting.set(signal, set);
+    // Kept only once listening: a throwing addEventListener leaves no
+    // entry that would make the signal's next call unabortable.
     signal.addEventListener('abort', set.listener, { once: true });
+    waiting.set(signal, set);
   }
   set.add(onAbort);
 }
@@ -169,29 +171,39 @@ function unwatch(signal, onAbort) {
   set.delete(onAbort);
   if (set.size === 0) {
     waiting.delete(signal);
-    signal.removeEventListener('abort', set.listener);
+    try {
+      signal.removeEventListener('abort', set.listener);
+    } catch { // a signal-like object's: the listener left there does nothing now
+    }
   }
+}
+
+// The promise of an awaiting call with a signal, listening from before the
+// addon call: an abort from a getter of the call's own arguments rejects
+// like any later one. Nothing here refers to the call's arguments: the
+// AbortError's stack (its frames' functions) must not keep them alive.
+// Throws if a signal-like object's addEventListener throws.
+function abortable(signal) {
+  const w = {};
+  w.promise = new Promise((resolve, reject) => {
+    w.resolve = resolve;
+    w.reject = reject;
+  });
+  w.onAbort = () => w.reject(new AbortError(undefined, { cause: signal.reason }));
+  watch(signal, w.onAbort);
+  return w;
 }
 
 // The GPU work goes on after an abort: `p` (the addon's promise) still
 // holds every buffer and device object the work uses until it is done.
-function abortable(p, signal) {
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(new AbortError(undefined, { cause: signal.reason }));
-    try {
-      watch(signal, onAbort);
-    } catch (e) { // a signal-like object whose addEventListener threw
-      p.catch(() => {}); // the work goes on; its outcome is not this call's
-      reject(e);
-      return;
-    }
-    p.then((v) => {
-      unwatch(signal, onAbort);
-      resolve(v);
-    }, (e) => {
-      unwatch(signal, onAbort);
-      reject(e);
-    });
+// Settled first: nothing the signal does after can keep it pending.
+function follow(p, signal, w) {
+  p.then((v) => {
+    w.resolve(v);
+    unwatch(signal, w.onAbort);
+  }, (e) => {
+    w.reject(e);
+    unwatch(signal, w.onAbort);
   });
 }
 
@@ -236,7 +248,20 @@ function withSignal(fn, required, positional, passSignal = false) {
         args.length = positional;
         args.push(signal);
       }
-      return abortable(fn.apply(this, args), signal);
+      let w;
+      try {
+        w = abortable(signal);
+      } catch (e) { // a signal-like object whose addEventListener threw: nothing starts
+        return Promise.reject(e);
+      }
+      let p;
+      try {
+        p = fn.apply(this, args);
+      } catch (e) { // not the addon's way (it rejects), but never leave a listener
+        p = Promise.reject(e);
+      }
+      follow(p, signal, w);
+      return w.promise;
     },
   }[fn.name];
   Object.defineProperty(wrapped, 'length', { value: fn.length });

@@ -58,6 +58,12 @@ napi_value throw_illegal_constructor(napi_env env, const char *use) {
                      use);
 }
 
+/* Node core's error for a class called without `new`. */
+napi_value throw_construct_call(napi_env env, const char *cls) {
+  return throw_fixed(env, E_TYPE, "ERR_CONSTRUCT_CALL_REQUIRED",
+                     "Class constructor %s cannot be invoked without `new`", cls);
+}
+
 static void set_errno(napi_env env, napi_value err, int e) {
   napi_value num;
   if (napi_create_int32(env, e, &num) == napi_ok)
@@ -320,14 +326,42 @@ int arg_bytes(napi_env env, napi_value v, const char *what, void **data,
   return -1;
 }
 
-int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]) {
+int arg_array(napi_env env, napi_value v, napi_value *out) {
+  struct addon_env *ae;
+  napi_value fn, undef, r;
+  napi_valuetype t;
   bool is = false;
+
+  if (v == NULL) return 0;
+  if (napi_is_array(env, v, &is) == napi_ok && is) {
+    *out = v;
+    return 1;
+  }
+  /* napi_is_array says no to a Proxy: only an object it refused pays for
+   * asking Array.isArray (the functions of load time, not what a user put
+   * in their place since), and a Proxy is read once, into a plain array. */
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_object) return 0;
+  if ((ae = addon_env_get(env)) == NULL || ae->is_array == NULL || ae->array_from == NULL ||
+      napi_get_undefined(env, &undef) != napi_ok ||
+      napi_get_reference_value(env, ae->is_array, &fn) != napi_ok)
+    return 0;
+  if (napi_call_function(env, undef, fn, 1, &v, &r) != napi_ok) return -1; /* revoked */
+  if (napi_get_value_bool(env, r, &is) != napi_ok || !is) return 0;
+  if (napi_get_reference_value(env, ae->array_from, &fn) != napi_ok) return 0;
+  if (napi_call_function(env, undef, fn, 1, &v, out) != napi_ok) return -1; /* a trap threw */
+  return 1;
+}
+
+int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]) {
   uint32_t n = 0, i, x;
-  napi_value e;
+  napi_value e, a = NULL;
   char name[64], got[160];
+  int arr;
 
   out[0] = out[1] = out[2] = 1;
-  if (v != NULL && napi_is_array(env, v, &is) == napi_ok && is) {
+  if ((arr = arg_array(env, v, &a)) < 0) return -1;
+  if (arr) {
+    v = a;
     napi_get_array_length(env, v, &n);
     if (n < 1 || n > 3) {
       throw_range(env, "%s must have 1 to 3 dimensions, got %u", what, n);
@@ -394,24 +428,28 @@ static napi_value js_driver_info(napi_env env, napi_callback_info info) {
   return o;
 }
 
+/* deviceCount(): 0 where the driver says CUDA_ERROR_NO_DEVICE (a count,
+ * the usual "how many GPUs?" probe); no driver at all still throws. */
 static napi_value js_device_count(napi_env env, napi_callback_info info) {
-  int n = 0;
+  int n = 0, err;
   CUresult r;
   napi_value v;
   (void)info;
-  if (need_driver(env) != 0) return NULL;
-  if ((r = cu.cuDeviceGetCount(&n)) != CUDA_SUCCESS) return throw_cu(env, r);
+  if ((err = cu_load()) != 0 && err != UVCUDA_ECUDA(CUDA_ERROR_NO_DEVICE))
+    return throw_uv(env, err);
+  if (err == 0 && (r = cu.cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
+    if (r != CUDA_ERROR_NO_DEVICE) return throw_cu(env, r);
+    n = 0;
+  }
   napi_create_int32(env, n, &v);
   return v;
 }
 
 /* 1 and options[key] in *v, 0 if absent or undefined (Node's "use the
- * default"), -1 if a getter threw. */
+ * default"), -1 if a getter threw. A plain get, as Node core reads an
+ * options bag: a Proxy's get trap is heard even without a has trap. */
 static int option_get(napi_env env, napi_value obj, const char *key, napi_value *v) {
-  bool has = false;
   napi_valuetype t;
-  if (napi_has_named_property(env, obj, key, &has) != napi_ok) return -1;
-  if (!has) return 0;
   if (napi_get_named_property(env, obj, key, v) != napi_ok ||
       napi_typeof(env, *v, &t) != napi_ok)
     return -1;
@@ -572,7 +610,22 @@ static void addon_env_finalize(napi_env env, void *data, void *hint) {
     if (ae->ctor[i]) napi_delete_reference(env, ae->ctor[i]);
     if (ae->guard[i]) napi_delete_reference(env, ae->guard[i]);
   }
+  if (ae->is_array) napi_delete_reference(env, ae->is_array);
+  if (ae->array_from) napi_delete_reference(env, ae->array_from);
   free(ae);
+}
+
+/* Array.isArray and Array.from as the env starts, for arg_array. Without
+ * them a Proxy of an array is refused as before. */
+static void take_array_functions(napi_env env, struct addon_env *ae) {
+  napi_value global, array, fn;
+  if (napi_get_global(env, &global) != napi_ok ||
+      napi_get_named_property(env, global, "Array", &array) != napi_ok)
+    return;
+  if (napi_get_named_property(env, array, "isArray", &fn) == napi_ok)
+    napi_create_reference(env, fn, 1, &ae->is_array);
+  if (napi_get_named_property(env, array, "from", &fn) == napi_ok)
+    napi_create_reference(env, fn, 1, &ae->array_from);
 }
 
 static napi_value init(napi_env env, napi_value exports) {
@@ -598,6 +651,7 @@ static napi_value init(napi_env env, napi_value exports) {
     free(ae);
     return NULL;
   }
+  take_array_functions(env, ae);
   if (objects_init(env, exports, ae) != napi_ok ||
       stream_init(env, exports, ae) != napi_ok ||
       napi_define_properties(env, exports, sizeof(fns) / sizeof(fns[0]), fns) !=

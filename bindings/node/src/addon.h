@@ -143,6 +143,7 @@ struct addon_env {
   int ndevs;
   struct res *grave;
   napi_threadsafe_function faults; /* fault announcements (fault.c) */
+  napi_ref is_array, array_from; /* Array.isArray / Array.from, taken at load */
 };
 
 extern const char *const addon_class_names[RES_NKINDS];
@@ -163,6 +164,8 @@ napi_value throw_range(napi_env env, const char *fmt, ...)
 napi_value throw_state(napi_env env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 napi_value throw_illegal_constructor(napi_env env, const char *use);
+/* TypeError ERR_CONSTRUCT_CALL_REQUIRED: class `cls` called without new. */
+napi_value throw_construct_call(napi_env env, const char *cls);
 /* TypeError, code UVCUDA_ECLOSING, for work on a freed/destroyed object. */
 napi_value throw_closed(napi_env env, const char *what);
 /* Error CUDA_ERROR_CONTEXT_IS_DESTROYED: `what` was made before a reset. */
@@ -209,6 +212,10 @@ int arg_bytes(napi_env env, napi_value v, const char *what, void **data,
 /* The same, without throwing: -1 for anything else. *detached is set when
  * its ArrayBuffer is detached (transferred). */
 int host_bytes(napi_env env, napi_value v, void **data, size_t *len, int *detached);
+/* 1 if v is an array as Array.isArray says (a Proxy of one too, as Node
+ * core's validateArray), with *out a plain array of its elements; 0 if not
+ * (nothing thrown); -1 if a Proxy trap threw. */
+int arg_array(napi_env env, napi_value v, napi_value *out);
 /* Grid / block: a number or an array of 1..3 positive integers. */
 int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]);
 

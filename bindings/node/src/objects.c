@@ -16,14 +16,23 @@ const char *const addon_class_names[RES_NKINDS] = {
 const char *const addon_ptype_names[P_NTYPES] = {
     "ptr", "u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32", "f64"};
 
-/* One tag per class: napi_unwrap of a foreign object is never attempted. */
-static const napi_type_tag tags[RES_NKINDS] = {
-    {0x7576637564614e00ull, 0x8a41d3c6f1e20b57ull},
-    {0x7576637564614e01ull, 0x3c9e57a1d20f6b84ull},
-    {0x7576637564614e02ull, 0xe27b10c45a9d3f16ull},
-    {0x7576637564614e03ull, 0x51f0a8e93b6c2d7aull},
-    {0x7576637564614e04ull, 0xb46d29f70c1e85a3ull},
+/* One tag per class and per loaded copy of the addon: napi_unwrap of a
+ * foreign object is never attempted. Constants alone would match the
+ * objects of another copy in the process (another package version, its
+ * struct layout maybe another), so the upper word mixes in the address of
+ * this copy's own table: copies loaded together never share it. Computed
+ * at each use (no shared state to initialise between threads). */
+static const uint64_t tag_lower[RES_NKINDS] = {
+    0x8a41d3c6f1e20b57ull, 0x3c9e57a1d20f6b84ull, 0xe27b10c45a9d3f16ull,
+    0x51f0a8e93b6c2d7aull, 0xb46d29f70c1e85a3ull,
 };
+
+static napi_type_tag tag_of(int kind) {
+  napi_type_tag t;
+  t.lower = tag_lower[kind];
+  t.upper = (0x7576637564614e00ull + (uint64_t)kind) ^ (uint64_t)(uintptr_t)&tag_lower[kind];
+  return t;
+}
 
 /* Set while the addon itself constructs a wrapper: `new Stream()` & co from
  * JS throw. JS threads (main, workers) never share it. */
@@ -355,9 +364,10 @@ int res_unwrap(napi_env env, napi_value v, int kind, const char *what,
   bool ok = false;
   void *p = NULL;
   char got[160];
+  napi_type_tag tag = tag_of(kind);
 
   if (v == NULL || napi_typeof(env, v, &t) != napi_ok || t != napi_object ||
-      napi_check_object_type_tag(env, v, &tags[kind], &ok) != napi_ok || !ok ||
+      napi_check_object_type_tag(env, v, &tag, &ok) != napi_ok || !ok ||
       napi_unwrap(env, v, &p) != napi_ok || p == NULL) {
     throw_type(env, "%s must be a uvcuda %s, got %s", what, addon_class_names[kind],
                describe(env, v, got, sizeof(got)));
@@ -409,6 +419,7 @@ struct res *this_res(napi_env env, napi_callback_info info, int kind,
 
 napi_status res_wrap_new(napi_env env, struct res *r, napi_value *out) {
   struct addon_env *ae = r->ae;
+  napi_type_tag tag;
   napi_value ctor;
   napi_status s;
 
@@ -418,7 +429,8 @@ napi_status res_wrap_new(napi_env env, struct res *r, napi_value *out) {
   s = napi_new_instance(env, ctor, 0, NULL, out);
   constructing = 0;
   if (s != napi_ok) return s;
-  if ((s = napi_type_tag_object(env, *out, &tags[r->kind])) != napi_ok ||
+  tag = tag_of(r->kind);
+  if ((s = napi_type_tag_object(env, *out, &tag)) != napi_ok ||
       (s = napi_wrap(env, *out, r, res_finalize, NULL, NULL)) != napi_ok)
     return s;
   r->wrapped = 1;
@@ -462,17 +474,19 @@ static napi_value device_ctor(napi_env env, napi_callback_info info) {
   struct dev *d;
   uint32_t ordinal = 0;
   napi_value target = NULL;
+  napi_type_tag tag;
 
   if (napi_get_cb_info(env, info, &argc, argv, &self, NULL) != napi_ok) return NULL;
   if (napi_get_new_target(env, info, &target) != napi_ok || target == NULL)
-    return throw_type(env, "Class constructor Device cannot be invoked without 'new'");
+    return throw_construct_call(env, "Device");
   if (argc >= 1 && !arg_is_undefined(env, argv[0]) &&
       arg_u32(env, argv[0], "ordinal", 0, INT32_MAX, &ordinal) != 0)
     return NULL;
   if ((d = dev_open(env, ae, (int)ordinal)) == NULL) return NULL;
   o = (struct devobj *)res_new(ae, RES_DEVICE, sizeof(*o), d, 0);
   if (o == NULL) return throw_uv(env, UVCUDA_ENOMEM);
-  if (napi_type_tag_object(env, self, &tags[RES_DEVICE]) != napi_ok ||
+  tag = tag_of(RES_DEVICE);
+  if (napi_type_tag_object(env, self, &tag) != napi_ok ||
       napi_wrap(env, self, o, res_finalize, NULL, NULL) != napi_ok) {
     res_discard(env, &o->h);
     return NULL;
@@ -609,7 +623,8 @@ static napi_value device_load_module(napi_env env, napi_callback_info info) {
     napi_get_value_string_utf8(env, argv[0], img, len + 1, &len);
   } else {
     if (host_bytes(env, argv[0], &p, &len, NULL) != 0)
-      return throw_type(env, "image must be a string, a Buffer or a TypedArray, got %s",
+      return throw_type(env, "image must be a string, a Buffer, a TypedArray, a DataView "
+                             "or an ArrayBuffer, got %s",
                         describe(env, argv[0], got, sizeof(got)));
     if ((img = malloc(len + 1)) == NULL) return throw_uv(env, UVCUDA_ENOMEM);
     if (len) memcpy(img, p, len);
@@ -718,7 +733,7 @@ static napi_value res_close_method(napi_env env, napi_callback_info info) {
  * (cuFuncGetParamInfo) or the module's PTX says how many. */
 static napi_value module_get_function(napi_env env, napi_callback_info info) {
   size_t argc = 2, len = 0;
-  napi_value argv[2] = {NULL, NULL}, self, obj, e;
+  napi_value argv[2] = {NULL, NULL}, self, obj, e, sigs = NULL;
   struct mod_res *m =
       (struct mod_res *)this_res(env, info, RES_MODULE, 0, &argc, argv, &self);
   struct res *held[1];
@@ -727,11 +742,10 @@ static napi_value module_get_function(napi_env env, napi_callback_info info) {
   char name[256], tname[16], got[160];
   napi_valuetype t;
   uint32_t n = 0, i;
-  bool is = false;
   CUcontext prev;
   CUresult cr;
   uint64_t gen;
-  int j, count;
+  int j, count, arr;
 
   if (m == NULL) return NULL;
   if (argv[0] == NULL || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_string)
@@ -742,16 +756,17 @@ static napi_value module_get_function(napi_env env, napi_callback_info info) {
     return throw_range(env, "name must be 1 to %zu bytes long, got %zu", sizeof(name) - 1,
                        len);
   napi_get_value_string_utf8(env, argv[0], name, sizeof(name), &len);
-  if (argv[1] == NULL || napi_is_array(env, argv[1], &is) != napi_ok || !is)
+  if ((arr = arg_array(env, argv[1], &sigs)) < 0) return NULL;
+  if (!arr)
     return throw_type(env, "signature must be an array of parameter types "
                            "('ptr', 'u32', 'f32', ...), got %s",
                       describe(env, argv[1], got, sizeof(got)));
-  napi_get_array_length(env, argv[1], &n);
+  napi_get_array_length(env, sigs, &n);
   if (n > ADDON_MAX_PARAMS)
     return throw_range(env, "a kernel takes at most %d parameters here, got %u",
                        ADDON_MAX_PARAMS, n);
   for (i = 0; i < n; i++) {
-    napi_get_element(env, argv[1], i, &e);
+    napi_get_element(env, sigs, i, &e);
     if (napi_typeof(env, e, &t) != napi_ok || t != napi_string)
       return throw_type(env, "signature[%u] must be a string, got %s", i,
                         describe(env, e, got, sizeof(got)));

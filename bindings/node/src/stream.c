@@ -455,18 +455,21 @@ static int get_int64(napi_env env, napi_value v, const char *what, int is_signed
 static int marshal(napi_env env, struct kern_res *k, napi_value args, struct op *o,
                    napi_value *keep, size_t *nkeep) {
   uint32_t n = 0, i;
-  bool is = false;
   char what[32];
   napi_value e;
   napi_valuetype t;
   double d;
 
   if (!arg_is_undefined(env, args)) {
-    if (napi_is_array(env, args, &is) != napi_ok || !is) {
+    napi_value a = NULL;
+    int arr = arg_array(env, args, &a);
+    if (arr < 0) return -1;
+    if (!arr) {
       char got[160];
       throw_type(env, "args must be an array, got %s", describe(env, args, got, sizeof(got)));
       return -1;
     }
+    args = a;
     napi_get_array_length(env, args, &n);
   }
   if ((int)n != k->nparams) {

@@ -221,6 +221,74 @@ test('a signal whose aborted getter throws when the copy lands: rejects with tha
   await s.fence();
 });
 
+test('an abort from a getter of the call\'s own arguments rejects with AbortError', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(16);
+  const reason = new Error('stop');
+  const aborting = (ac, value) => {
+    const arr = [];
+    Object.defineProperty(arr, 0, { enumerable: true, get() { ac.abort(reason); return value; } });
+    arr.length = 1;
+    return arr;
+  };
+  // Aborted while the call reads args[0] / grid[0]: before the call returns.
+  const ac = new AbortController();
+  const p = s.launch(k.sleep, 1, 1, aborting(ac, 20_000_000n), { signal: ac.signal });
+  assert.equal(ac.signal.aborted, true);
+  await assert.rejects(p, abortError(reason));
+  const ac2 = new AbortController();
+  await assert.rejects(s.launch(k.add, aborting(ac2, 1), 4, [m, 4, 1], { signal: ac2.signal }),
+    abortError(reason));
+  await s.fence();
+  assert.equal(getEventListeners(ac.signal, 'abort').length, 0);
+  assert.equal(getEventListeners(ac2.signal, 'abort').length, 0);
+});
+
+test('a signal-like object whose removeEventListener throws: the call settles, nothing unhandled', async () => {
+  const s = dev.createStream();
+  const unhandled = [];
+  const onUnhandled = (e) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const boom = new Error('removeEventListener failed');
+    const signal = { aborted: false, reason: undefined,
+      addEventListener() {}, removeEventListener() { throw boom; } };
+    let settled = 0;
+    const p1 = s.fence({ signal }).then(() => { settled++; });
+    const p2 = s.launch(k.sleep, 1, 1, ['x'], { signal }).catch((e) => {
+      assert.equal(e.code, 'ERR_INVALID_ARG_TYPE');
+      settled++;
+    });
+    await s.fence(); // after both in stream order
+    await new Promise(setImmediate);
+    assert.equal(settled, 2, 'a call never settled');
+    await Promise.all([p1, p2]);
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+});
+
+test('a signal-like object whose addEventListener threw once: its next call is still abortable', async () => {
+  const s = dev.createStream();
+  const boom = new Error('boom');
+  let fail = true;
+  let listener;
+  const signal = { aborted: false, reason: 'stop',
+    addEventListener(type, f) {
+      if (fail) { fail = false; throw boom; }
+      listener = f;
+    },
+    removeEventListener() { listener = undefined; } };
+  await assert.rejects(s.fence({ signal }), (e) => e === boom);
+  const p = s.launch(k.sleep, 1, 1, [20_000_000n], { signal });
+  assert.equal(typeof listener, 'function', 'no abort listener for the second call');
+  signal.aborted = true;
+  listener();
+  await assert.rejects(p, abortError('stop'));
+  await s.fence();
+});
+
 test('one signal for many calls: all reject at its abort, the others settle', async () => {
   const s = dev.createStream();
   const ac = new AbortController();

@@ -6,7 +6,7 @@
 // .cudaResult for CUDA results); driver problems throw named errors.
 
 const assert = require('node:assert/strict');
-const { test, nodeTest, simSkip, uvcuda, setup, runChild, lastJson } = require('./common');
+const { test, nodeTest, simSkip, uvcuda, setup, runChild, lastJson, pkgDir } = require('./common');
 
 // Without the simulated driver every test here is skipped: make nothing.
 const k = simSkip ? {} : setup();
@@ -42,11 +42,17 @@ test('Device and allocation arguments', () => {
   assert.throws(() => dev.alloc(0), rangeError);
   assert.throws(() => dev.alloc(1.5), rangeError);
   assert.throws(() => dev.alloc(NaN), rangeError);
-  assert.throws(() => dev.loadModule(42), typeError);
+  // Every type it takes is named (ArrayBuffer and DataView too).
+  assert.throws(() => dev.loadModule(42), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE',
+    message: 'image must be a string, a Buffer, a TypedArray, a DataView or an ArrayBuffer, ' +
+      'got 42' });
   assert.throws(() => dev.loadModule(''), rangeError);
 });
 
 test('constructors and receivers are checked', async () => {
+  // As Node core's classes: called without new.
+  assert.throws(() => uvcuda.Device(0), { name: 'TypeError', code: 'ERR_CONSTRUCT_CALL_REQUIRED',
+    message: 'Class constructor Device cannot be invoked without `new`' });
   assert.throws(() => new uvcuda.Stream(), /Illegal constructor/);
   assert.throws(() => new uvcuda.DeviceMemory(), /Illegal constructor/);
   assert.throws(() => new uvcuda.Module(), typeError);
@@ -122,6 +128,82 @@ test('getFunction: names and signatures', () => {
   assert.throws(() => k.mod.getFunction('x', new Array(65).fill('u32')), rangeError);
   assert.throws(() => k.mod.getFunction('no_such_kernel', []),
     { name: 'Error', code: 'CUDA_ERROR_NOT_FOUND', errno: -20500, cudaResult: 500 });
+});
+
+test('a Proxy of an array is an array, as Array.isArray says (Node core\'s validateArray)', async () => {
+  const proxy = (a) => new Proxy(a, {});
+  const add = k.mod.getFunction('uvcuda_add_u32', proxy(['ptr', 'u32', 'u32']));
+  assert.deepEqual(add.signature, ['ptr', 'u32', 'u32']);
+  const target = dev.alloc(4 * 8);
+  await s.memset(target, 0);
+  await s.launch(add, proxy([1]), proxy([8]), proxy([target, 8, 5]));
+  assert.deepEqual(await s.copyFromDevice(new Uint32Array(8), target), new Uint32Array(8).fill(5));
+  await s.launchOnThreadPool(add, proxy([1, 1, 1]), 8, proxy([target, 8, 1]));
+  assert.deepEqual(await s.copyFromDevice(new Uint32Array(8), target), new Uint32Array(8).fill(6));
+  // Its elements are checked as an array's are.
+  await rejects(() => s.launch(add, 1, 8, proxy([target, 8])), { code: 'ERR_INVALID_ARG_VALUE' });
+  await rejects(() => s.launch(add, proxy([0]), 8, [target, 8, 1]), rangeError);
+  assert.throws(() => k.mod.getFunction('uvcuda_add_u32', proxy(['ptr', 'u32', 7])), typeError);
+  // A trap that throws: that error, through the promise.
+  const boom = new Error('boom');
+  const hostile = new Proxy([1], { get() { throw boom; } });
+  await rejects(() => s.launch(add, hostile, 8, [target, 8, 1]), (e) => e === boom);
+  const { proxy: revoked, revoke } = Proxy.revocable([1], {});
+  revoke();
+  await rejects(() => s.launch(add, revoked, 8, [target, 8, 1]), typeError);
+  // A Proxy of anything else is no array.
+  await rejects(() => s.launch(add, 1, 8, new Proxy({ length: 3 }, {}), 0),
+    { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => k.mod.getFunction('uvcuda_add_u32', new Proxy({}, {})),
+    { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
+});
+
+test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', async () => {
+  // Two copies in one process (two versions in node_modules, say): each
+  // tags its objects its own way, so neither unwraps the other's.
+  const res = await runChild(`
+    const fs = require('node:fs');
+    const os = require('node:os');
+    const path = require('node:path');
+    const addon = Object.keys(require.cache).find((f) => f.endsWith('.node'));
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-copy-'));
+    for (const f of ['index.js', 'package.json'])
+      fs.copyFileSync(path.join(${JSON.stringify(pkgDir)}, f), path.join(dir, f));
+    fs.copyFileSync(addon, path.join(dir, 'copy.node'));
+    process.env.UVCUDA_NODE_ADDON = path.join(dir, 'copy.node');
+    const B = require(dir);
+    const A = uvcuda;
+    const code = (p) => p.then(() => 'resolved', (e) => e.code);
+    const grab = (f) => { try { f(); return 'no throw'; } catch (e) { return e.code; } };
+    (async () => {
+      const a = common.setup();
+      const sA = a.dev.createStream();
+      const devB = B.openDevice(0);
+      const memB = devB.alloc(64);
+      const sB = devB.createStream();
+      const kB = devB.loadModule(common.ptx).getFunction('uvcuda_sleep_ns', ['u64']);
+      const out = {
+        distinct: A.Stream !== B.Stream,
+        own: [await code(sA.memset(a.dev.alloc(64), 1)), await code(sB.memset(memB, 1))],
+        memset: await code(sA.memset(memB, 1)),
+        fence: await code(A.Stream.prototype.fence.call(sB)),
+        launch: await code(sA.launch(kB, 1, 1, [1n])),
+        ptrArg: await code(sA.launch(a.add, 1, 1, [memB, 1, 1])),
+        fenceAB: await code(A.fence(sB)),
+        alloc: grab(() => A.Device.prototype.alloc.call(devB, 8)),
+        free: grab(() => A.DeviceMemory.prototype.free.call(memB)),
+        back: await code(sB.memset(memB, 2)),
+      };
+      fs.rmSync(dir, { recursive: true, force: true });
+      console.log(JSON.stringify(out));
+    })();`);
+  assert.equal(res.status, 0, res.stderr);
+  const foreign = 'ERR_INVALID_ARG_TYPE';
+  assert.deepEqual(lastJson(res), {
+    distinct: true, own: ['resolved', 'resolved'], memset: foreign, fence: foreign,
+    launch: foreign, ptrArg: foreign, fenceAB: foreign, alloc: foreign, free: foreign,
+    back: 'resolved',
+  });
 });
 
 test('getFunction checks the signature of a PTX image that ends in NUL bytes too', () => {
@@ -253,6 +335,22 @@ test('stats() is not a GPU call: zeros and the settings to come; configure() sti
   });
 });
 
+test('configure() reads options with plain gets, and options left out take their defaults', async () => {
+  const res = await runChild(`
+    const out = {};
+    // A Proxy with a get trap only (no has trap): read as Node core reads a bag.
+    uvcuda.configure(new Proxy({}, { get: (t, key) => (key === 'spinBudgetUs' ? 5 : undefined) }));
+    out.proxy = uvcuda.stats().spinBudgetNs;
+    // Each call sets every option: one left out goes back to its default.
+    uvcuda.configure({ spinBudgetUs: 7 });
+    uvcuda.configure({ adaptive: true });
+    out.spin = uvcuda.stats().spinBudgetNs;
+    out.adaptive = uvcuda.stats().adaptive;
+    console.log(JSON.stringify(out));`, { env: plainEnv });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), { proxy: 5000, spin: 20000, adaptive: true });
+});
+
 test('a bad environment variable is named in the error', async () => {
   for (const [name, value, code] of [['UVCUDA_ADAPTIVE', 'bogus', 'EINVAL'],
     ['UVCUDA_SPIN_BUDGET_US', 'abc', 'EINVAL'], ['UVCUDA_COMPLETION', 'nope', 'UVCUDA_ESTRATEGY']]) {
@@ -356,6 +454,17 @@ test('a capturing stream rejects with UVCUDA_ECAPTURING, then works again', asyn
     return true;
   });
   await assert.rejects(c.memset(m, 1), { code: 'UVCUDA_ECAPTURING' });
+  // The capture check is the helper's (its await started): stats() counts
+  // the call as awaited and rejected, as README says; a call refused by the
+  // package's own checks is in none of the counts.
+  const before = uvcuda.stats();
+  await assert.rejects(c.launch(k.sleep, 1, 1, [1n]), { code: 'UVCUDA_ECAPTURING' });
+  await assert.rejects(uvcuda.fence(c), { code: 'UVCUDA_ECAPTURING' });
+  await assert.rejects(c.launch(k.sleep, 1, 1, ['x']), typeError);
+  await assert.rejects(c.fence({ signal: AbortSignal.abort() }), { name: 'AbortError' });
+  const after = uvcuda.stats();
+  assert.deepEqual([after.awaited - before.awaited, after.rejected - before.rejected,
+    after.resolved - before.resolved, after.pending], [2, 2, 0, 0]);
   c.endCapture();
   await c.fence();
   assert.throws(() => c.beginCapture('sideways'), rangeError);
@@ -461,6 +570,10 @@ test('no device and missing entry points: named errors', async () => {
     console.log(JSON.stringify([grab(() => uvcuda.driverInfo()), grab(() => uvcuda.openDevice())]));`;
   let res = await runChild(code, { env: { SIMCUDA_DEVICES: '0' } });
   assert.deepEqual(lastJson(res), ['CUDA_ERROR_NO_DEVICE', 'CUDA_ERROR_NO_DEVICE']);
+  // A count: no devices is 0, not an error.
+  res = await runChild('console.log(JSON.stringify(uvcuda.deviceCount()));',
+    { env: { SIMCUDA_DEVICES: '0' } });
+  assert.equal(lastJson(res), 0, res.stderr);
   res = await runChild(code, { env: { SIMCUDA_HIDE: 'cuModuleLoadData' } });
   const [info, open] = lastJson(res);
   assert.equal(typeof info, 'string');
