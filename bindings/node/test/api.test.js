@@ -373,6 +373,27 @@ test('memops refused: auto falls back to host functions', async () => {
   assert.ok(r.fallbacks >= 1);
 });
 
+test('host memory registration refused: auto falls back, driverInfo answers', async () => {
+  // Some VMs and sandboxes refuse cuMemHostRegister: the default strategy
+  // must still work (it rejected every call before), copies fall back to
+  // pageable memory, and driverInfo() says no memops instead of throwing.
+  const res = await runChild(`
+    const info = uvcuda.driverInfo();
+    const k = common.setup();
+    const s = k.dev.createStream();
+    const m = k.dev.alloc(64);
+    (async () => {
+      await s.fence();
+      await s.memset(m, 7);
+      const out = await s.copyFromDevice(new Uint8Array(64), m);
+      const st = uvcuda.stats();
+      console.log(JSON.stringify({ ok: out.every((v) => v === 7), fallbacks: st.fallbacks > 0,
+        memops: info.memops32 || info.memops64, completion: st.completion }));
+    })();`, { env: { SIMCUDA_FAIL: 'cuMemHostRegister=801' } });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), { ok: true, fallbacks: true, memops: false, completion: 'auto' });
+});
+
 test('two devices', async () => {
   const res = await runChild(`
     (async () => {
