@@ -19,11 +19,18 @@
 
 #define FUTURE_MAGIC 0x75766366u /* "uvcf" */
 
+/* Bound to f's address: a struct copy of a live future (`g = *f`) reads as
+ * never initialised, so it can be initialised; never 0 (closed). */
+static uint32_t magic_of(const uvcuda_future_t *f) {
+  uint32_t m = FUTURE_MAGIC ^ (uint32_t)((uintptr_t)f >> 4);
+  return m != 0 ? m : FUTURE_MAGIC;
+}
+
 /* `acts`: the call would change f (start, close), which a child forked
  * from the loop's process may not: CUDA and the reactor stayed behind. */
 static int check(const uvcuda_future_t *f, int acts) {
   if (f == NULL) return UVCUDA_EINVAL;
-  if (f->magic_ != FUTURE_MAGIC || f->loop == NULL ||
+  if (f->magic_ != magic_of(f) || f->loop == NULL ||
       f->loop->internal_ == NULL)
     return f->state_ == UVCUDA_FUTURE_CLOSED ? UVCUDA_ECLOSING
                                              : UVCUDA_ENOTINIT;
@@ -43,12 +50,12 @@ int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
   if (l->closing) return UVCUDA_ECLOSING;
   /* Still initialised: its close_cb has not run (that clears the magic).
    * Re-initialising would cut it out of the loop's queues. */
-  if (f->magic_ == FUTURE_MAGIC) return UVCUDA_EBUSY;
+  if (f->magic_ == magic_of(f)) return UVCUDA_EBUSY;
   data = f->data; /* yours: as libuv's handles, init leaves it alone */
   memset(f, 0, sizeof(*f)); /* state_: UVCUDA_FUTURE_IDLE */
   f->data = data;
   f->loop = ul;
-  f->magic_ = FUTURE_MAGIC;
+  f->magic_ = magic_of(f);
   uvcuda__queue_init(&f->tl_node_);
   uvcuda__queue_init(&f->spin_node_);
   uvcuda__queue_init(&f->q_node_);
@@ -205,7 +212,7 @@ int uvcuda_future_timing(const uvcuda_future_t *f, uvcuda_timing_t *t) {
   if (t == NULL) return UVCUDA_EINVAL;
   err = check(f, 0);
   /* A closing future (its cancellation callback) still has its stamps. */
-  if (err == UVCUDA_ECLOSING && f->magic_ == FUTURE_MAGIC) err = 0;
+  if (err == UVCUDA_ECLOSING && f->magic_ == magic_of(f)) err = 0;
   if (err != 0) return err;
   if (!(f->loop->internal_->opts.flags & UVCUDA_OPT_TIMING))
     return UVCUDA_ENOTSUP;
@@ -219,12 +226,12 @@ int uvcuda_future_timing(const uvcuda_future_t *f, uvcuda_timing_t *t) {
 
 uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f) {
   /* Never initialised (or closed): nothing can be done with it. */
-  if (f == NULL || f->magic_ != FUTURE_MAGIC) return UVCUDA_FUTURE_CLOSED;
+  if (f == NULL || f->magic_ != magic_of(f)) return UVCUDA_FUTURE_CLOSED;
   return (uvcuda_future_state_t)f->state_;
 }
 
 int uvcuda_future_is_active(const uvcuda_future_t *f) {
-  if (f == NULL || f->magic_ != FUTURE_MAGIC) return 0;
+  if (f == NULL || f->magic_ != magic_of(f)) return 0;
   switch (f->state_) {
     case UVCUDA_FUTURE_SPINNING:
     case UVCUDA_FUTURE_ARMED:

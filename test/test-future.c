@@ -840,6 +840,23 @@ static void misuse_returns_errors(void **state) {
   assert_int_equal(uvcuda_future_init(&e->ul, f), UVCUDA_EBUSY);
   assert_int_equal(uvcuda_loop_init(&e->uv, &e->ul, NULL), UVCUDA_EBUSY);
   assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_IDLE);
+  /* A struct copy of a live handle is not that handle: never initialised,
+   * it may be (as libuv's init overwrites a copied handle). */
+  {
+    uvcuda_future_t *g = tu_fx_futures(fx, 1);
+    uvcuda_loop_t ul2 = e->ul;
+    *g = *f;
+    g->data = tu_fx_rec(fx); /* its own record */
+    assert_int_equal(uvcuda_future_state(g), UVCUDA_FUTURE_CLOSED);
+    assert_int_equal(uvcuda_future_start(g, s, NULL, tu_rec_done), UVCUDA_ENOTINIT);
+    TU_OK(uvcuda_future_init(&e->ul, g));
+    assert_int_equal(uvcuda_future_state(g), UVCUDA_FUTURE_IDLE);
+    close_future(e, g);
+    TU_OK(uvcuda_loop_init(&e->uv, &ul2, NULL));
+    TU_OK(uvcuda_loop_close(&ul2, NULL));
+    tu_run(&e->uv, 5000);
+    assert_int_equal(uvcuda_loop_stats(&ul2, &(uvcuda_stats_t){0}), UVCUDA_ENOTINIT);
+  }
   assert_int_equal(uvcuda_future_start(f, s, NULL, NULL), UVCUDA_EINVAL);
   tu_gate_hold(&g, s);
   TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
