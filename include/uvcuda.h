@@ -383,10 +383,11 @@ typedef struct uvcuda_timing_s {
   uint64_t callback_ns; /* the callback was called */
 } uvcuda_timing_t;
 
-/* Makes f an IDLE future of ul; f->data is left as it was. Returns 0,
- * UVCUDA_EINVAL (NULL ul or f), UVCUDA_ENOTINIT (ul never initialised, or
- * closed), UVCUDA_EBUSY (f is initialised and its close_cb has not run:
- * left as it is), UVCUDA_EFORKED, UVCUDA_EWRONGTHREAD or UVCUDA_ECLOSING
+/* Makes f an IDLE future of ul; f->data is left as it was. Initialising a
+ * future that is not closed yet is undefined, as for libuv's handles,
+ * except from inside its own op: UVCUDA_EBUSY. Returns 0, UVCUDA_EINVAL
+ * (NULL ul or f), UVCUDA_ENOTINIT (ul never initialised, or closed),
+ * UVCUDA_EBUSY, UVCUDA_EFORKED, UVCUDA_EWRONGTHREAD or UVCUDA_ECLOSING
  * (ul is closing). */
 UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
 /* Runs `op` (NULL: await what is already on the stream) on `stream`, then

@@ -20,7 +20,7 @@
 #define FUTURE_MAGIC 0x75766366u /* "uvcf" */
 
 /* Bound to f's address: a struct copy of a live future (`g = *f`) reads as
- * never initialised, so it can be initialised; never 0 (closed). */
+ * never initialised (start: UVCUDA_ENOTINIT); never 0 (closed). */
 static uint32_t magic_of(const uvcuda_future_t *f) {
   uint32_t m = FUTURE_MAGIC ^ (uint32_t)((uintptr_t)f >> 4);
   return m != 0 ? m : FUTURE_MAGIC;
@@ -48,9 +48,9 @@ int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f) {
   if (uvcuda__driver_forked()) return UVCUDA_EFORKED;
   if (!uvcuda__on_loop_thread(l)) return UVCUDA_EWRONGTHREAD;
   if (l->closing) return UVCUDA_ECLOSING;
-  /* Still initialised: its close_cb has not run (that clears the magic).
-   * Re-initialising would cut it out of the loop's queues. */
-  if (f->magic_ == magic_of(f)) return UVCUDA_EBUSY;
+  /* Its own op is running: the start is not done with it. (Found without
+   * reading f, which may be uninitialised memory here.) */
+  if (l->op_future == f) return UVCUDA_EBUSY;
   data = f->data; /* yours: as libuv's handles, init leaves it alone */
   memset(f, 0, sizeof(*f)); /* state_: UVCUDA_FUTURE_IDLE */
   f->data = data;
@@ -106,8 +106,11 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
   }
   if (op != NULL) {
     CUcontext now = want;
+    uvcuda_future_t *outer = l->op_future; /* an op may start others */
     f->in_op_ = 1; /* a start or close of f from its own op: EBUSY */
+    l->op_future = f;
     err = uvcuda__op_result(op(f, s));
+    l->op_future = outer;
     f->in_op_ = 0;
     /* The op may have made another context current: the marker needs the
      * stream's, and the caller gets its own back either way. */

@@ -14,9 +14,9 @@ static int needs_reactor(const struct uvcuda__opts *o) {
 }
 
 /* Live loop contexts (init to close_cb), so that initialising one again
- * is refused instead of cutting its handles off the loop: an
- * uninitialised ul's internal_ may hold anything, so it is compared, never
- * followed. */
+ * is refused instead of cutting its handles off the loop. Found by ul's
+ * address: an uninitialised ul's contents are never read (valgrind would
+ * rightly call a branch on them an error). */
 static uv_once_t live_once = UV_ONCE_INIT;
 static uv_mutex_t live_mu;
 static struct uvcuda__queue live;
@@ -32,9 +32,7 @@ static int live_has(const uvcuda_loop_t *ul) {
   uv_once(&live_once, live_init);
   uv_mutex_lock(&live_mu);
   for (q = live.next; q != &live && !found; q = q->next)
-    found = uvcuda__queue_data(q, struct uvcuda__loop, live_node) ==
-                ul->internal_ &&
-            ul->internal_->pub == ul;
+    found = uvcuda__queue_data(q, struct uvcuda__loop, live_node)->pub == ul;
   uv_mutex_unlock(&live_mu);
   return found;
 }

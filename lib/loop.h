@@ -40,6 +40,7 @@ struct uvcuda__loop {
   unsigned epoch; /* the fault epoch this loop has acted on */
   uvcuda_stats_t stats;
   struct uvcuda__queue live_node; /* live loops (loop.c) */
+  uvcuda_future_t *op_future;     /* whose op runs now (future.c) */
 };
 
 int uvcuda__on_loop_thread(const struct uvcuda__loop *l);

@@ -41,7 +41,11 @@
  * env (napi_wrap, instance data, uvcuda_napi_set_data) after all this:
  * destroy CUDA objects there, not in a release that runs with
  * UVCUDA_ECANCELED, because the loop context may still query a stream
- * while it closes.
+ * while it closes. The helper may be called from those finalizers: the env
+ * reads as closing (uvcuda_napi_closing nonzero), uvcuda_napi_get_data
+ * gives the data inside its own finalizer and NULL after it, and
+ * uvcuda_napi_await*, _loop, _configure and _set_data return
+ * napi_generic_failure with nothing thrown (JS can't run any more).
  *
  * Unloading: Node dlclose()s an addon once the last worker that loaded it
  * ends (nodejs/node#25577) while uvcuda's threads and CUDA host functions
@@ -115,9 +119,14 @@ typedef struct uvcuda_napi_await_s {
  * device fault, UVCUDA_ECAPTURING for a capturing stream). The stream must
  * stay valid until the promise settled.
  *
- * Returns napi_ok; otherwise nothing was started, a JS exception is pending
- * (the uvcuda error when the driver cannot be loaded, the env is tearing
- * down, ...), `release` will not be called and `data` is still yours. */
+ * Returns napi_ok; otherwise nothing was started, *promise is NULL, a JS
+ * exception is pending (the uvcuda error when the driver cannot be loaded,
+ * the env is tearing down, a TypeError ERR_INVALID_ARG_TYPE for a `keep`
+ * value that is not an object or function, ...), `release` will not be
+ * called and `data` is still yours. A NULL env, req or promise is
+ * napi_invalid_arg with nothing thrown, as in Node-API itself; so is a
+ * NULL output pointer of the other functions here. In the env's
+ * finalizers, see "Env teardown" above. */
 napi_status uvcuda_napi_await(napi_env env, uvcuda_stream_t stream,
                               uvcuda_napi_enqueue_cb enqueue,
                               uvcuda_napi_convert_cb convert,

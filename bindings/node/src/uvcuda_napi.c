@@ -34,6 +34,7 @@ struct napi_state {
   int ul_ready;       /* uvcuda_loop_init succeeded */
   int ul_closed;      /* its close_cb ran */
   int closing;        /* teardown started */
+  int finalized;      /* its instance data was finalized (user data gone) */
   int have_opts;
   uvcuda_options_t opts;
   napi_async_cleanup_hook_handle hook;
@@ -139,18 +140,49 @@ static void make_resident(void) {
 
 /* ---- per-env state ----------------------------------------------------- */
 
-static void state_finalize(napi_env env, void *data, void *hint) {
-  struct napi_state *st = data;
-  (void)hint;
-  if (st == NULL || st->magic != ENV_MAGIC) return;
-  if (st->user_finalize) st->user_finalize(env, st->user_data, st->user_hint);
-  st->user_finalize = NULL;
-  /* Node deletes the env only after our cleanup hook was removed, i.e.
-   * after the loop context closed. Should that ever not hold, uvcuda's
-   * handles still point into st: leak it rather than free it under them. */
+/* While Node finalizes the env's instance data, and after, the slot reads
+ * NULL: a helper call from the user's finalizer (or from a napi_wrap
+ * finalizer Node runs later) would take the env for a fresh one and set
+ * instance data on a dying env (a double free). So the finalized state
+ * stays the thread's until it exits: an env runs on one thread (the main
+ * one, or its worker's), which runs no other env after it. */
+static pthread_once_t dead_once = PTHREAD_ONCE_INIT;
+static pthread_key_t dead_key;
+static int dead_key_ok;
+
+static void dead_free(void *p) {
+  struct napi_state *st = p;
+  /* uvcuda's handles still point into a state whose loop did not close. */
   if (st->ul_ready && !st->ul_closed) return;
   st->magic = 0;
   free(st);
+}
+
+static void dead_init(void) { dead_key_ok = pthread_key_create(&dead_key, dead_free) == 0; }
+
+static struct napi_state *dead_of(napi_env env) {
+  struct napi_state *st;
+  pthread_once(&dead_once, dead_init);
+  if (!dead_key_ok || (st = pthread_getspecific(dead_key)) == NULL) return NULL;
+  return st->env == env ? st : NULL;
+}
+
+static void state_finalize(napi_env env, void *data, void *hint) {
+  struct napi_state *st = data, *old;
+  (void)hint;
+  if (st == NULL || st->magic != ENV_MAGIC) return;
+  st->closing = 1;
+  pthread_once(&dead_once, dead_init);
+  if (dead_key_ok) {
+    if ((old = pthread_getspecific(dead_key)) != NULL) dead_free(old);
+    pthread_setspecific(dead_key, st);
+  }
+  /* Its finalizer may still read the data (uvcuda_napi_get_data). */
+  if (st->user_finalize) st->user_finalize(env, st->user_data, st->user_hint);
+  st->user_finalize = NULL;
+  st->user_data = NULL;
+  st->finalized = 1;
+  if (!dead_key_ok) dead_free(st); /* no key: as before, freed now */
 }
 
 static napi_status state_get(napi_env env, struct napi_state **out) {
@@ -161,6 +193,10 @@ static napi_status state_get(napi_env env, struct napi_state **out) {
   if (env == NULL || out == NULL) return napi_invalid_arg;
   pthread_once(&resident_once, make_resident);
   if ((s = napi_get_instance_data(env, &p)) != napi_ok) return s;
+  if (p == NULL && (st = dead_of(env)) != NULL) { /* being torn down */
+    *out = st;
+    return napi_ok;
+  }
   if (p != NULL) {
     st = p;
     if (st->magic != ENV_MAGIC) {
@@ -267,7 +303,10 @@ napi_status uvcuda_napi_loop(napi_env env, uvcuda_loop_t **loop) {
 
   if (loop == NULL) return napi_invalid_arg;
   if ((s = state_get(env, &st)) != napi_ok) return s;
-  if (st->closing) return uvcuda_napi_throw(env, UVCUDA_ECLOSING);
+  /* In the env's finalizers nothing can be thrown any more. */
+  if (st->closing)
+    return dead_of(env) == st ? napi_generic_failure
+                              : uvcuda_napi_throw(env, UVCUDA_ECLOSING);
   if (!st->ul_ready) {
     if ((s = napi_get_uv_event_loop(env, &uv)) != napi_ok) return s;
     err = uvcuda_loop_init(uv, &st->ul, st->have_opts ? &st->opts : NULL);
@@ -291,6 +330,7 @@ napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts) {
   napi_status s;
 
   if ((s = state_get(env, &st)) != napi_ok) return s;
+  if (dead_of(env) == st) return napi_generic_failure; /* finalized */
   if (st->ul_ready || st->closing) return uvcuda_napi_throw(env, UVCUDA_EBUSY);
   if (opts == NULL) {
     st->have_opts = 0;
@@ -306,6 +346,8 @@ napi_status uvcuda_napi_set_data(napi_env env, void *data, napi_finalize finaliz
   struct napi_state *st = NULL;
   napi_status s;
   if ((s = state_get(env, &st)) != napi_ok) return s;
+  /* Nothing would finalize it any more. */
+  if (st->finalized) return napi_generic_failure;
   st->user_data = data;
   st->user_finalize = finalize;
   st->user_hint = hint;
@@ -323,8 +365,8 @@ napi_status uvcuda_napi_get_data(napi_env env, void **data) {
 
 int uvcuda_napi_closing(napi_env env) {
   void *p = NULL;
-  if (env == NULL || napi_get_instance_data(env, &p) != napi_ok || p == NULL)
-    return 0;
+  if (env == NULL || napi_get_instance_data(env, &p) != napi_ok) return 0;
+  if (p == NULL) return dead_of(env) != NULL;
   if (((struct napi_state *)p)->magic != ENV_MAGIC) return 0;
   return ((struct napi_state *)p)->closing;
 }
@@ -566,7 +608,7 @@ napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *a,
   napi_value name, undef;
   napi_status s = napi_ok;
   size_t i;
-  int err = 0;
+  int err = 0, bad_keep = 0;
 
   if (env == NULL || a == NULL || promise == NULL) return napi_invalid_arg;
   if (a->nkeep > 0 && a->keep == NULL) return napi_invalid_arg;
@@ -590,8 +632,10 @@ napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *a,
       (s = napi_async_init(env, NULL, name, &r->actx)) != napi_ok)
     goto fail;
   for (i = 0; i < a->nkeep; i++) {
-    if ((s = napi_create_reference(env, a->keep[i], 1, &r->keep[i])) != napi_ok)
+    if ((s = napi_create_reference(env, a->keep[i], 1, &r->keep[i])) != napi_ok) {
+      bad_keep = 1; /* Node-API refs take objects and functions only */
       goto fail;
+    }
     r->nkeep++;
   }
   r->enqueue = a->enqueue;
@@ -616,7 +660,15 @@ fail:
   drop_keep(env, r->keep, r->nkeep, r->keep_inline);
   if (r->actx) napi_async_destroy(env, r->actx);
   req_put(st, r);
+  *promise = NULL; /* nothing was started: no promise to hand out */
   if (err != 0) return uvcuda_napi_throw(env, err);
+  if (bad_keep) {
+    bool pending = false;
+    if (napi_is_exception_pending(env, &pending) == napi_ok && !pending)
+      napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE",
+                            "uvcuda_napi_await_ex: keep values must be objects or functions");
+    return napi_pending_exception;
+  }
   return s;
 }
 

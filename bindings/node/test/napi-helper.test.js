@@ -6,7 +6,7 @@
 
 const assert = require('node:assert/strict');
 const async_hooks = require('node:async_hooks');
-const { test, simSkip, uvcuda, setup } = require('./common');
+const { test, simSkip, uvcuda, setup, runChild } = require('./common');
 
 // Without the simulated driver every test here is skipped: make nothing.
 const k = simSkip ? {} : setup();
@@ -101,4 +101,42 @@ test('continuations run on the thread that awaited', async () => {
   const s = dev.createStream();
   const seen = await s.fence().then(() => require('node:worker_threads').threadId);
   assert.equal(seen, threadId);
+});
+
+// A third-party addon (test/addon/teardown.c, built by Meson) calls the
+// helper from the env's finalizers: the uvcuda_napi_set_data finalizer and
+// a napi_wrap finalizer Node runs after it. Before, the helper took the
+// dying env for a fresh one and set instance data on it: a double free or
+// a crash at exit. Now the finalizer reads its data, closing is nonzero,
+// and an await is refused without a throw.
+const teardownAddon = process.env.UVCUDA_NAPI_TEARDOWN_ADDON;
+const noTeardownAddon = !teardownAddon && 'needs the test addon of the Meson build';
+
+test('helper calls from the env finalizers see a closing env, never a fresh one', {
+  skip: noTeardownAddon,
+}, async () => {
+  for (let round = 0; round < 3; round++) {
+    const res = await runChild(`
+      const t = require(process.env.UVCUDA_NAPI_TEARDOWN_ADDON);
+      globalThis.early = t.wrapEarly();
+      t.initData().then(() => {}, () => {});`);
+    assert.equal(res.status, 0, `${res.signal} ${res.stderr}`);
+    const lines = res.stdout.trim().split('\n');
+    assert.deepEqual(lines, [
+      'data-finalizer get=0 data=ours closing=1 stats=0 await=refused',
+      'wrap-finalizer get=0 data=null closing=1 stats=0 await=refused',
+    ], res.stderr);
+  }
+});
+
+test('await_ex with a keep value Node-API cannot hold: a TypeError, no promise', {
+  skip: noTeardownAddon,
+}, () => {
+  const t = require(teardownAddon);
+  for (const v of [42, 'str', undefined, null, true, 1n]) {
+    assert.throws(() => t.keepValue(v), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
+  }
+  const p = t.keepValue({}); // an object is kept: a promise of the work
+  assert.ok(p instanceof Promise);
+  return p.then(() => {}, () => {});
 });

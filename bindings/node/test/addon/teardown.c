@@ -1,0 +1,83 @@
+/* A third-party addon on uvcuda/napi.h that calls the helper from the
+ * env's finalizers, as napi.h allows: the uvcuda_napi_set_data finalizer
+ * and a napi_wrap finalizer that Node runs after it (the object was wrapped
+ * before the env's first helper call). Each prints one line at teardown.
+ * Also: await_ex with a keep value Node-API can't reference. */
+#include <stdio.h>
+
+#include "uvcuda/napi.h"
+
+static int marker;
+
+static void report(napi_env env, const char *who) {
+  void *data = (void *)1;
+  uvcuda_napi_stats_t st;
+  napi_value p = NULL;
+  napi_status g = uvcuda_napi_get_data(env, &data);
+  napi_status s = uvcuda_napi_stats(env, &st);
+  napi_status a = uvcuda_napi_await(env, NULL, NULL, NULL, NULL, NULL, &p);
+  printf("%s get=%d data=%s closing=%d stats=%d await=%s\n", who, (int)g,
+         data == &marker ? "ours" : data == NULL ? "null" : "other",
+         uvcuda_napi_closing(env) != 0, (int)s, a == napi_ok ? "ok" : "refused");
+  fflush(stdout);
+}
+
+static void data_fin(napi_env env, void *data, void *hint) {
+  (void)data, (void)hint;
+  report(env, "data-finalizer");
+}
+
+static void wrap_fin(napi_env env, void *data, void *hint) {
+  (void)data, (void)hint;
+  report(env, "wrap-finalizer");
+}
+
+static napi_value wrap_early(napi_env env, napi_callback_info info) {
+  napi_value o;
+  (void)info;
+  napi_create_object(env, &o);
+  napi_wrap(env, o, &marker, wrap_fin, NULL, NULL);
+  return o;
+}
+
+static napi_value init_data(napi_env env, napi_callback_info info) {
+  napi_value p = NULL;
+  (void)info;
+  if (uvcuda_napi_set_data(env, &marker, data_fin, NULL) != napi_ok) return NULL;
+  /* The env's loop context exists from here (the await settles either way). */
+  if (uvcuda_napi_await(env, NULL, NULL, NULL, NULL, NULL, &p) != napi_ok) return NULL;
+  return p;
+}
+
+/* keepPrimitive(v): await_ex keeping v; returns what the call left. */
+static napi_value keep_value(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value v, p = (napi_value)&marker, out, x;
+  uvcuda_napi_await_t req = {0};
+  napi_status s;
+  bool pending = false;
+  napi_get_cb_info(env, info, &argc, &v, NULL, NULL);
+  req.keep = &v;
+  req.nkeep = 1;
+  s = uvcuda_napi_await_ex(env, &req, &p);
+  napi_is_exception_pending(env, &pending);
+  if (s == napi_ok) return p;
+  if (!pending) { /* the contract: a failed call leaves an exception */
+    napi_create_object(env, &out);
+    napi_get_boolean(env, p == NULL, &x);
+    napi_set_named_property(env, out, "promiseCleared", x);
+    return out;
+  }
+  return NULL; /* the exception propagates */
+}
+
+NAPI_MODULE_INIT() {
+  napi_value f;
+  napi_create_function(env, "wrapEarly", NAPI_AUTO_LENGTH, wrap_early, NULL, &f);
+  napi_set_named_property(env, exports, "wrapEarly", f);
+  napi_create_function(env, "initData", NAPI_AUTO_LENGTH, init_data, NULL, &f);
+  napi_set_named_property(env, exports, "initData", f);
+  napi_create_function(env, "keepValue", NAPI_AUTO_LENGTH, keep_value, NULL, &f);
+  napi_set_named_property(env, exports, "keepValue", f);
+  return exports;
+}
