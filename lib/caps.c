@@ -23,9 +23,7 @@ static int try_write(struct uvcuda__context *x, CUstream s, int mode,
   /* No host memory the device may write to (registration refused twice in
    * a row): no write of uvcuda's can work now, which is the answer, but
    * not remembered. */
-  while ((err = uvcuda__context_counter_get(x, &c)) ==
-             UVCUDA_ECUDA(CUDA_ERROR_NOT_SUPPORTED) ||
-         err == UVCUDA_ECUDA(CUDA_ERROR_NOT_PERMITTED)) {
+  while (uvcuda__counter_refused(err = uvcuda__context_counter_get(x, &c))) {
     if (--tries == 0) {
       caps_unsure = 1;
       return 0;

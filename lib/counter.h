@@ -55,6 +55,14 @@ int uvcuda__counter_get(struct uvcuda__counter_pool *p,
 void uvcuda__counter_put(struct uvcuda__counter_pool *p,
                          struct uvcuda__counter *c, int mode, uint64_t expect);
 
+/* The driver refused to register host memory for the device (some VMs and
+ * sandboxes): as final as refused memops, unlike running out of pinned
+ * memory. err: what uvcuda__counter_get (or a caller of it) returned. */
+static inline int uvcuda__counter_refused(int err) {
+  return err == UVCUDA_ECUDA(CUDA_ERROR_NOT_SUPPORTED) ||
+         err == UVCUDA_ECUDA(CUDA_ERROR_NOT_PERMITTED);
+}
+
 static inline uint64_t uvcuda__counter_load(const void *host, int mode) {
   if (mode == UVCUDA__COUNTER_MEM64)
     return __atomic_load_n((const uint64_t *)host, __ATOMIC_ACQUIRE);

@@ -33,11 +33,6 @@ static CUresult write_one(CUstream s, const struct uvcuda__counter *c,
   return uvcuda__drv.cuLaunchHostFunc(s, set_one, c->host);
 }
 
-static int refused(int err) {
-  return err == UVCUDA_ECUDA(CUDA_ERROR_NOT_SUPPORTED) ||
-         err == UVCUDA_ECUDA(CUDA_ERROR_NOT_PERMITTED);
-}
-
 /* Where no counter can be registered (as `auto` then does): a host
  * function sets a flag of ours. One that never ran (the sync failed) may
  * still run, so its flag is left to it. */
@@ -80,7 +75,7 @@ static int check(CUdevice dev) {
     return UVCUDA_ECUDA(r);
   err = uvcuda__context_get(ctx, &x);
   if (err == 0) err = uvcuda__context_counter_get(x, &c);
-  if (refused(err)) {
+  if (uvcuda__counter_refused(err)) {
     err = check_hostfn(ctx);
   } else if (err == 0) {
     r = uvcuda__drv_enter(&sc, ctx);

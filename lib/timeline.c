@@ -39,9 +39,7 @@ static int wants_memops(const struct uvcuda__tlset *set) {
  * pinned memory is not: that start fails, the next one tries again. */
 static int counter_get(struct uvcuda__tlset *set, struct uvcuda__timeline *tl) {
   int err = uvcuda__context_counter_get(tl->ctx, &tl->counter);
-  if (err != UVCUDA_ECUDA(CUDA_ERROR_NOT_SUPPORTED) &&
-      err != UVCUDA_ECUDA(CUDA_ERROR_NOT_PERMITTED))
-    return err;
+  if (!uvcuda__counter_refused(err)) return err;
   set->counters_bad = 1;
   if (set->completion != UVCUDA_COMPLETION_AUTO) return UVCUDA_ENOTSUP;
   tl->mode = UVCUDA__TL_HOSTFN;
