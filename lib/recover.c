@@ -19,41 +19,61 @@ static void CUDA_CB set_one(void *p) {
   __atomic_store_n((uint32_t *)p, 1, __ATOMIC_RELEASE);
 }
 
-/* The stream writes 1 to c: a 64-bit or 32-bit memory op where the device
- * takes them, else a host function, the fallbacks `auto` itself makes. */
-static CUresult write_one(CUstream s, const struct uvcuda__counter *c,
-                          int *mode) {
+/* The stream writes 1 to the counter: a 64-bit or 32-bit memory op where
+ * the device takes them, else a host function, the fallbacks `auto` itself
+ * makes. */
+struct write_one {
+  const struct uvcuda__counter *c;
+  int mode;
+};
+
+static CUresult write_one(CUstream s, void *arg) {
+  struct write_one *w = arg;
   CUresult r;
-  *mode = UVCUDA__COUNTER_MEM64;
-  r = uvcuda__drv.cuStreamWriteValue64(s, c->dptr, 1, 0);
+  w->mode = UVCUDA__COUNTER_MEM64;
+  r = uvcuda__drv.cuStreamWriteValue64(s, w->c->dptr, 1, 0);
   if (r != CUDA_ERROR_NOT_SUPPORTED) return r;
-  *mode = UVCUDA__COUNTER_MEM32;
-  r = uvcuda__drv.cuStreamWriteValue32(s, c->dptr, 1, 0);
+  w->mode = UVCUDA__COUNTER_MEM32;
+  r = uvcuda__drv.cuStreamWriteValue32(s, w->c->dptr, 1, 0);
   if (r != CUDA_ERROR_NOT_SUPPORTED) return r;
-  return uvcuda__drv.cuLaunchHostFunc(s, set_one, c->host);
+  return uvcuda__drv.cuLaunchHostFunc(s, set_one, w->c->host);
+}
+
+static CUresult set_flag(CUstream s, void *flag) {
+  return uvcuda__drv.cuLaunchHostFunc(s, set_one, flag);
+}
+
+/* enq's work on a stream of its own in ctx, waited for. *due: it was
+ * enqueued, so it may still land after a failed wait. */
+static CUresult on_own_stream(CUcontext ctx, CUresult (*enq)(CUstream, void *),
+                              void *arg, int *due) {
+  struct uvcuda__drvscope sc;
+  CUstream s;
+  CUresult r;
+  *due = 0;
+  r = uvcuda__drv_enter(&sc, ctx);
+  if (r == CUDA_SUCCESS) r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) {
+    r = enq(s, arg);
+    if (r == CUDA_SUCCESS) {
+      *due = 1;
+      r = uvcuda__drv.cuStreamSynchronize(s);
+    }
+    uvcuda__drv.cuStreamDestroy(s);
+  }
+  uvcuda__drv_leave(&sc);
+  return r;
 }
 
 /* Where no counter can be registered (as `auto` then does): a host
  * function sets a flag of ours. One that never ran (the sync failed) may
  * still run, so its flag is left to it. */
 static int check_hostfn(CUcontext ctx) {
-  struct uvcuda__drvscope sc;
   uint32_t *flag = calloc(1, sizeof(*flag));
-  CUstream s;
   CUresult r;
-  int due = 0;
+  int due;
   if (flag == NULL) return UVCUDA_ENOMEM;
-  r = uvcuda__drv_enter(&sc, ctx);
-  if (r == CUDA_SUCCESS) r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
-  if (r == CUDA_SUCCESS) {
-    r = uvcuda__drv.cuLaunchHostFunc(s, set_one, flag);
-    if (r == CUDA_SUCCESS) {
-      due = 1;
-      r = uvcuda__drv.cuStreamSynchronize(s);
-    }
-    uvcuda__drv.cuStreamDestroy(s);
-  }
-  uvcuda__drv_leave(&sc);
+  r = on_own_stream(ctx, set_flag, flag, &due);
   if (r == CUDA_SUCCESS && __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 1)
     r = CUDA_ERROR_UNKNOWN;
   if (!due || r == CUDA_SUCCESS) free(flag);
@@ -63,13 +83,12 @@ static int check_hostfn(CUcontext ctx) {
 /* New work on the device's fresh primary context: one counter write,
  * awaited on a stream of its own. */
 static int check(CUdevice dev) {
-  struct uvcuda__drvscope sc;
   struct uvcuda__context *x;
   struct uvcuda__counter c;
+  struct write_one w;
   CUcontext ctx;
-  CUstream s;
   CUresult r;
-  int err, mode = UVCUDA__COUNTER_MEM64, due = 0;
+  int err, due;
 
   if ((r = uvcuda__drv.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
     return UVCUDA_ECUDA(r);
@@ -78,22 +97,14 @@ static int check(CUdevice dev) {
   if (uvcuda__counter_refused(err)) {
     err = check_hostfn(ctx);
   } else if (err == 0) {
-    r = uvcuda__drv_enter(&sc, ctx);
-    if (r == CUDA_SUCCESS) r = uvcuda__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
-    if (r == CUDA_SUCCESS) {
-      r = write_one(s, &c, &mode);
-      if (r == CUDA_SUCCESS) {
-        due = 1;
-        r = uvcuda__drv.cuStreamSynchronize(s);
-      }
-      uvcuda__drv.cuStreamDestroy(s);
-    }
-    uvcuda__drv_leave(&sc);
-    if (r == CUDA_SUCCESS && uvcuda__counter_load(c.host, mode) != 1)
+    w.c = &c;
+    w.mode = UVCUDA__COUNTER_MEM64;
+    r = on_own_stream(ctx, write_one, &w, &due);
+    if (r == CUDA_SUCCESS && uvcuda__counter_load(c.host, w.mode) != 1)
       r = CUDA_ERROR_UNKNOWN;
     /* Landed, or never enqueued: the slot is free. Enqueued but not seen
      * to land: it stays out of use until the write lands, if ever. */
-    uvcuda__context_counter_put(x, &c, mode,
+    uvcuda__context_counter_put(x, &c, w.mode,
                                 due && r != CUDA_SUCCESS ? 1 : 0);
     if (r != CUDA_SUCCESS) err = UVCUDA_ECUDA(r);
   }
