@@ -21,7 +21,13 @@
  * require('uvcuda').include_dir; Meson: dependency('uvcuda-napi') of uvcuda
  * as a subproject. See docs/guide-node.md and examples/node-addon/.
  *
- * Threads: call every function here from the JS thread of `env`.
+ * Threads: call every function here from the JS thread of `env`. Once the
+ * helper has made its state for `env` (its first call there), a call from
+ * any other thread (a thread of yours, a worker passing the main env) is
+ * refused before it reaches V8, which would abort the process: status
+ * napi_generic_failure, nothing thrown (no JS can run there), outputs NULL;
+ * uvcuda_napi_closing() answers nonzero. The first call must come from the
+ * JS thread; it always does when the addon's init or a JS call makes it.
  *
  * Instance data: the helper keeps its per-env state in the env's instance
  * data slot (napi_set_instance_data). An addon that uses this helper must

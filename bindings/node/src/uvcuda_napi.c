@@ -30,6 +30,7 @@ struct req;
 struct napi_state {
   uint32_t magic;
   napi_env env;
+  pthread_t thread;   /* the env's JS thread: the one that made this state */
   uvcuda_loop_t ul;
   int ul_ready;       /* uvcuda_loop_init succeeded */
   int ul_closed;      /* its close_cb ran */
@@ -63,6 +64,18 @@ struct req {
   napi_ref keep_inline[KEEP_INLINE];
 };
 
+/* ---- threads ----------------------------------------------------------- */
+
+/* A call from another thread than the env's enters V8 there, and V8 aborts
+ * the process; so each is refused once the env's state says whose it is.
+ * Reading the instance data slot does not enter V8. */
+static int off_thread(napi_env env) {
+  void *p = NULL;
+  if (napi_get_instance_data(env, &p) != napi_ok || p == NULL) return 0;
+  return ((struct napi_state *)p)->magic == ENV_MAGIC &&
+         !pthread_equal(((struct napi_state *)p)->thread, pthread_self());
+}
+
 /* ---- errors ------------------------------------------------------------ */
 
 static int is_load_error(int err) {
@@ -78,6 +91,7 @@ napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error) {
   int r;
 
   if (env == NULL || error == NULL) return napi_invalid_arg;
+  if (off_thread(env)) return napi_generic_failure;
   if (is_load_error(err)) detail = uvcuda_driver_dlerror();
   if (detail != NULL)
     snprintf(msg, sizeof(msg), "%s (%s)", uvcuda_strerror(err), detail);
@@ -199,6 +213,8 @@ static napi_status state_get(napi_env env, struct napi_state **out) {
   }
   if (p != NULL) {
     st = p;
+    if (st->magic == ENV_MAGIC && !pthread_equal(st->thread, pthread_self()))
+      return napi_generic_failure; /* nothing can be thrown from here */
     if (st->magic != ENV_MAGIC) {
       napi_throw_error(env, "ERR_UVCUDA_INSTANCE_DATA",
                        "the env's instance data is not uvcuda's: use "
@@ -212,6 +228,7 @@ static napi_status state_get(napi_env env, struct napi_state **out) {
   if (st == NULL) return uvcuda_napi_throw(env, UVCUDA_ENOMEM);
   st->magic = ENV_MAGIC;
   st->env = env;
+  st->thread = pthread_self();
   if ((s = napi_set_instance_data(env, st, state_finalize, NULL)) != napi_ok) {
     free(st);
     return s;
@@ -358,6 +375,7 @@ napi_status uvcuda_napi_get_data(napi_env env, void **data) {
   struct napi_state *st = NULL;
   napi_status s;
   if (data == NULL) return napi_invalid_arg;
+  *data = NULL;
   if ((s = state_get(env, &st)) != napi_ok) return s;
   *data = st->user_data;
   return napi_ok;
@@ -368,6 +386,7 @@ int uvcuda_napi_closing(napi_env env) {
   if (env == NULL || napi_get_instance_data(env, &p) != napi_ok) return 0;
   if (p == NULL) return dead_of(env) != NULL;
   if (((struct napi_state *)p)->magic != ENV_MAGIC) return 0;
+  if (off_thread(env)) return 1; /* nothing may be started from there */
   return ((struct napi_state *)p)->closing;
 }
 
@@ -611,6 +630,7 @@ napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *a,
   int err = 0, bad_keep = 0;
 
   if (env == NULL || a == NULL || promise == NULL) return napi_invalid_arg;
+  *promise = NULL;
   if (a->nkeep > 0 && a->keep == NULL) return napi_invalid_arg;
   if ((s = uvcuda_napi_loop(env, &ul)) != napi_ok) return s;
   st = ul->data;

@@ -140,3 +140,21 @@ test('await_ex with a keep value Node-API cannot hold: a TypeError, no promise',
   assert.ok(p instanceof Promise);
   return p.then(() => {}, () => {});
 });
+
+// napi.h is for the env's JS thread. A helper call from another thread
+// entered V8 there and Node aborted the process ("Entering the V8 API
+// without proper locking"). Now each call made off the thread that made
+// the env's helper state returns napi_generic_failure (9) with nothing
+// thrown (no JS can run there), and closing() answers nonzero.
+test('helper calls from another thread are refused, never enter V8', {
+  skip: noTeardownAddon,
+}, async () => {
+  const res = await runChild(`
+    const t = require(process.env.UVCUDA_NAPI_TEARDOWN_ADDON);
+    console.log(JSON.stringify(t.fromThread()));`);
+  assert.equal(res.status, 0, `${res.signal} ${res.stderr}`);
+  assert.deepEqual(JSON.parse(res.stdout), {
+    await: 9, promiseCleared: 1, loop: 9, configure: 9, stats: 9,
+    getData: 9, dataCleared: 1, setData: 9, createError: 9, throw: 9, closing: 1,
+  });
+});

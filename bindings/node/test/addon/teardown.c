@@ -2,7 +2,9 @@
  * env's finalizers, as napi.h allows: the uvcuda_napi_set_data finalizer
  * and a napi_wrap finalizer that Node runs after it (the object was wrapped
  * before the env's first helper call). Each prints one line at teardown.
- * Also: await_ex with a keep value Node-API can't reference. */
+ * Also: await_ex with a keep value Node-API can't reference, and helper
+ * calls from a thread that is not the env's. */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "uvcuda/napi.h"
@@ -71,6 +73,66 @@ static napi_value keep_value(napi_env env, napi_callback_info info) {
   return NULL; /* the exception propagates */
 }
 
+struct off {
+  napi_env env;
+  napi_status await, loop, configure, stats, get_data, set_data, error, throw_;
+  int closing, promise_cleared, data_cleared;
+};
+
+static void *off_thread(void *arg) {
+  struct off *o = arg;
+  napi_value p = (napi_value)&marker, e;
+  uvcuda_loop_t *ul;
+  uvcuda_napi_stats_t st;
+  void *data = &marker;
+  o->await = uvcuda_napi_await(o->env, NULL, NULL, NULL, NULL, NULL, &p);
+  o->promise_cleared = p == NULL;
+  o->loop = uvcuda_napi_loop(o->env, &ul);
+  o->configure = uvcuda_napi_configure(o->env, NULL);
+  o->stats = uvcuda_napi_stats(o->env, &st);
+  o->get_data = uvcuda_napi_get_data(o->env, &data);
+  o->data_cleared = data == NULL;
+  o->set_data = uvcuda_napi_set_data(o->env, NULL, NULL, NULL);
+  o->error = uvcuda_napi_create_error(o->env, -22, &e);
+  o->throw_ = uvcuda_napi_throw(o->env, -22);
+  o->closing = uvcuda_napi_closing(o->env);
+  return NULL;
+}
+
+static void put_int(napi_env env, napi_value o, const char *k, int v) {
+  napi_value x;
+  napi_create_int32(env, v, &x);
+  napi_set_named_property(env, o, k, x);
+}
+
+/* fromThread(): every helper call made from another thread while this one
+ * waits; returns their statuses (napi_generic_failure is 9). */
+static napi_value from_thread(napi_env env, napi_callback_info info) {
+  struct off o = {0};
+  napi_value out;
+  uvcuda_napi_stats_t st;
+  pthread_t t;
+  (void)info;
+  /* The env's helper state exists from here, made on this thread. */
+  if (uvcuda_napi_stats(env, &st) != napi_ok) return NULL;
+  o.env = env;
+  if (pthread_create(&t, NULL, off_thread, &o) != 0) return NULL;
+  pthread_join(t, NULL);
+  napi_create_object(env, &out);
+  put_int(env, out, "await", o.await);
+  put_int(env, out, "promiseCleared", o.promise_cleared);
+  put_int(env, out, "loop", o.loop);
+  put_int(env, out, "configure", o.configure);
+  put_int(env, out, "stats", o.stats);
+  put_int(env, out, "getData", o.get_data);
+  put_int(env, out, "dataCleared", o.data_cleared);
+  put_int(env, out, "setData", o.set_data);
+  put_int(env, out, "createError", o.error);
+  put_int(env, out, "throw", o.throw_);
+  put_int(env, out, "closing", o.closing != 0);
+  return out;
+}
+
 NAPI_MODULE_INIT() {
   napi_value f;
   napi_create_function(env, "wrapEarly", NAPI_AUTO_LENGTH, wrap_early, NULL, &f);
@@ -79,5 +141,7 @@ NAPI_MODULE_INIT() {
   napi_set_named_property(env, exports, "initData", f);
   napi_create_function(env, "keepValue", NAPI_AUTO_LENGTH, keep_value, NULL, &f);
   napi_set_named_property(env, exports, "keepValue", f);
+  napi_create_function(env, "fromThread", NAPI_AUTO_LENGTH, from_thread, NULL, &f);
+  napi_set_named_property(env, exports, "fromThread", f);
   return exports;
 }
