@@ -13,7 +13,8 @@
  *
  * Threads: every function is called from the loop's thread (the thread that
  * called uvcuda_loop_init) unless its comment says otherwise. A call from any
- * other thread returns UVCUDA_EWRONGTHREAD and changes nothing; the getters
+ * other thread (a later one too, once the loop's thread has ended) returns
+ * UVCUDA_EWRONGTHREAD and changes nothing; the getters
  * that return no error code (uvcuda_loop_completion, _spin_budget_ns,
  * _adaptive, uvcuda_future_state, _is_active) don't check the thread.
  *

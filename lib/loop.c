@@ -4,9 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A number per thread, never given twice. pthread_t values are: glibc
+ * hands an ended, joined thread's to the next one, which would then pass
+ * for the thread that set a loop context up. */
+static uint64_t thread_serial(void) {
+  static uint64_t next;
+  static _Thread_local uint64_t serial;
+  if (serial == 0) serial = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+  return serial;
+}
+
 int uvcuda__on_loop_thread(const struct uvcuda__loop *l) {
-  uv_thread_t self = uv_thread_self();
-  return uv_thread_equal(&self, &l->thread);
+  return thread_serial() == l->thread;
 }
 
 static int needs_reactor(const struct uvcuda__opts *o) {
@@ -68,7 +77,7 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
   if ((l = calloc(1, sizeof(*l))) == NULL) return UVCUDA_ENOMEM;
   l->pub = ul;
   l->uv = loop;
-  l->thread = uv_thread_self();
+  l->thread = thread_serial();
   l->opts = o;
   l->epoch = uvcuda__context_epoch();
   uvcuda__queue_init(&l->dq);

@@ -15,7 +15,7 @@
 struct uvcuda__loop {
   uvcuda_loop_t *pub;
   uv_loop_t *uv;
-  uv_thread_t thread;
+  uint64_t thread;   /* thread_serial() of the thread that set it up */
   struct uvcuda__opts opts;
   /* One async (rung by the reactor or host functions) and one idle (spin,
    * deliveries, POLL) per loop, never a handle per future: libuv visits

@@ -510,6 +510,68 @@ static void a_child_forked_before_load_loads(void **state) {
   expect_child(c_forks_first, NULL);
 }
 
+/* ---- a loop context's thread ---- */
+
+/* The thread that set a loop context up has ended; a later thread is not
+ * it, even where the C library hands that thread the same pthread_t (glibc
+ * does, once the first was joined): its calls get UVCUDA_EWRONGTHREAD. The
+ * context can never be closed now (its thread is gone), so this runs in a
+ * child, which exits without closing it. */
+typedef struct {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  pthread_t owner, later;
+  int init, stats, finit, lclose;
+} ended_t;
+
+static void *ended_owner(void *arg) {
+  ended_t *k = arg;
+  k->owner = pthread_self();
+  if (uv_loop_init(&k->uv) == 0) k->init = uvcuda_loop_init(&k->uv, &k->ul, NULL);
+  else k->init = -1;
+  return NULL;
+}
+
+static void *ended_later(void *arg) {
+  ended_t *k = arg;
+  uvcuda_future_t f;
+  uvcuda_stats_t st;
+  k->later = pthread_self();
+  k->stats = uvcuda_loop_stats(&k->ul, &st);
+  k->finit = uvcuda_future_init(&k->ul, &f);
+  k->lclose = uvcuda_loop_close(&k->ul, NULL);
+  return NULL;
+}
+
+static int c_ended_thread(void *arg) {
+  ended_t *k;
+  pthread_t t;
+  uvcuda_stats_t st;
+  int i;
+  (void)arg;
+  for (i = 0; i < 4; i++) {
+    k = calloc(1, sizeof(*k)); /* a live context each time: never freed */
+    CHECK(k != NULL);
+    CHECK(pthread_create(&t, NULL, ended_owner, k) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(k->init == 0);
+    CHECK(pthread_create(&t, NULL, ended_later, k) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    if (i == 0 && getenv("UVCUDA_TEST_VERBOSE"))
+      fprintf(stderr, "same pthread_t: %d\n", pthread_equal(k->owner, k->later) != 0);
+    CHECK(k->stats == UVCUDA_EWRONGTHREAD);
+    CHECK(k->finit == UVCUDA_EWRONGTHREAD);
+    CHECK(k->lclose == UVCUDA_EWRONGTHREAD);
+    CHECK(uvcuda_loop_stats(&k->ul, &st) == UVCUDA_EWRONGTHREAD);
+  }
+  return 0;
+}
+
+static void a_later_thread_is_not_the_ended_one(void **state) {
+  (void)state;
+  expect_child(c_ended_thread, NULL);
+}
+
 /* Naming an error is not a use of CUDA: it loads nothing (a process that
  * prints an error before it forks its workers keeps them usable). CUDA's
  * names are the table's until the driver is loaded, the driver's after. */
@@ -550,6 +612,7 @@ int main(void) {
       cmocka_unit_test(out_of_threads_is_enomem),
       cmocka_unit_test(a_child_forked_after_load_is_refused),
       cmocka_unit_test(a_child_forked_before_load_loads),
+      cmocka_unit_test(a_later_thread_is_not_the_ended_one),
   };
   if (getenv("UVCUDA_LIBCUDA") == NULL) {
     fprintf(stderr, "UVCUDA_LIBCUDA must name the simulated driver\n");
