@@ -72,6 +72,7 @@ tar tzf "$tgz" > "$work/files"
 grep -qx 'package/prebuilds/linux-x64/node.napi.glibc.node' "$work/files"
 grep -qx 'package/deps/uvcuda/include/uvcuda/napi.h' "$work/files"
 grep -qx 'package/kernels/kernels.ptx' "$work/files"
+grep -qx 'package/LICENSE' "$work/files"
 echo "packed $(basename "$tgz"): $(wc -l < "$work/files") files"
 
 step "2. install with no compiler on PATH: require and import"

@@ -42,7 +42,7 @@ export interface AwaitOptions {
    * getter of the call's own arguments aborts it; the GPU work goes on (and
    * keeps what it uses, and the thread's event loop, alive until it is
    * done). An aborted signal rejects without enqueuing anything. */
-  signal?: AbortSignalLike;
+  signal?: AbortSignalLike | undefined;
 }
 
 /** The Error of GPU, driver and argument failures. */

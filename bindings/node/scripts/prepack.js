@@ -5,6 +5,7 @@
 //   ../../lib/*.c, *.h          -> deps/uvcuda/lib/      (binding.gyp, uvcuda.gyp)
 //   ../../include/**            -> deps/uvcuda/include/  (require('uvcuda').include_dir)
 //   ../../test/common/kernels.ptx -> kernels/kernels.ptx (tests, bench, README examples)
+//   ../../LICENSE                 -> LICENSE
 //
 //   node scripts/prepack.js           copy (prepack)
 //   node scripts/prepack.js --clean   remove the copies (postpack), so the
@@ -23,6 +24,7 @@ const kernels = path.join(pkg, 'kernels');
 function clean() {
   fs.rmSync(deps, { recursive: true, force: true });
   fs.rmSync(kernels, { recursive: true, force: true });
+  fs.rmSync(path.join(pkg, 'LICENSE'), { force: true });
 }
 
 function copyTree(from, to, keep) {
@@ -57,6 +59,7 @@ function main() {
   fs.mkdirSync(kernels);
   fs.copyFileSync(path.join(repo, 'test', 'common', 'kernels.ptx'),
                   path.join(kernels, 'kernels.ptx'));
+  fs.copyFileSync(path.join(repo, 'LICENSE'), path.join(pkg, 'LICENSE'));
   const n = fs.readdirSync(path.join(deps, 'uvcuda', 'lib')).length;
   console.log(`uvcuda prepack: ${n} files of lib/, include/ and kernels.ptx copied into the package`);
 }

@@ -466,17 +466,20 @@ static napi_value js_configure(napi_env env, napi_callback_info info) {
   bool b = false;
   char name[32];
   size_t len = 0;
+  char gotbuf[160];
   int err, got;
 
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
   uvcuda_options_init(&o);
   if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_object)
-    return throw_type(env, "options must be an object");
+    return throw_type(env, "options must be an object, got %s",
+                      describe(env, argc < 1 ? NULL : argv[0], gotbuf, sizeof(gotbuf)));
 
   if ((got = option_get(env, argv[0], "completion", &v)) < 0) return NULL;
   if (got) {
     if (napi_typeof(env, v, &t) != napi_ok || t != napi_string)
-      return throw_type(env, "options.completion must be a string");
+      return throw_type(env, "options.completion must be a string, got %s",
+                        describe(env, v, gotbuf, sizeof(gotbuf)));
     napi_get_value_string_utf8(env, v, name, sizeof(name), &len);
     if ((err = uvcuda_completion_parse(name, &o.completion)) != 0)
       return throw_range(env, "options.completion: unknown strategy '%s' (auto, "
@@ -574,7 +577,8 @@ static napi_value js_err_text(napi_env env, napi_callback_info info, int name) {
   char got[160];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
   if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_number)
-    return throw_type(env, "errno must be a number");
+    return throw_type(env, "errno must be a number, got %s",
+                      describe(env, argc < 1 ? NULL : argv[0], got, sizeof(got)));
   /* As util.getSystemErrorName: an integer, not wrapped or truncated. */
   napi_get_value_double(env, argv[0], &d);
   if (!(d == floor(d)) || d < INT32_MIN || d > INT32_MAX)

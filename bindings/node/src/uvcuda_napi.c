@@ -83,16 +83,19 @@ static int is_load_error(int err) {
          err == UVCUDA_EDRIVEROLD;
 }
 
-napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error) {
+/* err's Error; `why` (NULL: none) follows the code's text, as the
+ * driver's dlerror does for a load error. */
+static napi_status create_error(napi_env env, int err, const char *why,
+                                napi_value *error) {
   char msg[768];
-  const char *detail = NULL;
+  const char *detail = why;
   napi_value code, text, num;
   napi_status s;
   int r;
 
   if (env == NULL || error == NULL) return napi_invalid_arg;
   if (off_thread(env)) return napi_generic_failure;
-  if (is_load_error(err)) detail = uvcuda_driver_dlerror();
+  if (detail == NULL && is_load_error(err)) detail = uvcuda_driver_dlerror();
   if (detail != NULL)
     snprintf(msg, sizeof(msg), "%s (%s)", uvcuda_strerror(err), detail);
   else
@@ -112,12 +115,20 @@ napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error) {
   return napi_ok;
 }
 
-napi_status uvcuda_napi_throw(napi_env env, int err) {
+napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error) {
+  return create_error(env, err, NULL, error);
+}
+
+static napi_status throw_why(napi_env env, int err, const char *why) {
   napi_value e;
-  napi_status s = uvcuda_napi_create_error(env, err, &e);
+  napi_status s = create_error(env, err, why, &e);
   if (s != napi_ok) return s;
   if ((s = napi_throw(env, e)) != napi_ok) return s;
   return napi_pending_exception;
+}
+
+napi_status uvcuda_napi_throw(napi_env env, int err) {
+  return throw_why(env, err, NULL);
 }
 
 /* ---- residency --------------------------------------------------------- */
@@ -348,7 +359,11 @@ napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts) {
 
   if ((s = state_get(env, &st)) != napi_ok) return s;
   if (dead_of(env) == st) return napi_generic_failure; /* finalized */
-  if (st->ul_ready || st->closing) return uvcuda_napi_throw(env, UVCUDA_EBUSY);
+  if (st->closing) return uvcuda_napi_throw(env, UVCUDA_EBUSY);
+  if (st->ul_ready)
+    return throw_why(env, UVCUDA_EBUSY,
+                     "configure before the first awaited call of this thread: "
+                     "its loop context is open, with the settings it had");
   if (opts == NULL) {
     st->have_opts = 0;
   } else {

@@ -233,9 +233,17 @@ test('stream handles and fence arguments', async () => {
   assert.throws(() => uvcuda.configure({ completion: 'nope' }), rangeError);
   assert.throws(() => uvcuda.configure(1), typeError);
   assert.throws(() => uvcuda.configure({ adaptive: 'yes' }), typeError);
+  // Every argument error says what it got, as the docs promise.
+  assert.throws(() => uvcuda.configure(1), { message: /must be an object, got 1$/ });
+  assert.throws(() => uvcuda.configure(null), { message: /must be an object, got null$/ });
+  assert.throws(() => uvcuda.configure(), { message: /got undefined$/ });
+  assert.throws(() => uvcuda.configure({ completion: null }),
+    { ...typeError, message: /options.completion must be a string, got null$/ });
+  assert.throws(() => uvcuda.errorName(undefined), { ...typeError, message: /got undefined$/ });
+  assert.throws(() => uvcuda.strerror('x'), { ...typeError, message: /got type string \('x'\)$/ });
   await s.fence(); // this env's loop context exists from its first awaited call on
   assert.throws(() => uvcuda.configure({ completion: 'hostfn' }),
-    { code: 'EBUSY' }); // UVCUDA_EBUSY is libuv's: too late now
+    { code: 'EBUSY', message: /before the first awaited call/ }); // too late now
   assert.throws(() => uvcuda.errorName('x'), typeError);
   // A Stream knows its device; a second argument must still be a Device.
   await rejects(() => uvcuda.fence(s, 'x'), typeError);

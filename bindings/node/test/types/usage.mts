@@ -42,6 +42,9 @@ export async function main(): Promise<void> {
   await s.copyDevice(mem, mem, 8, 16, 0, { signal });
   await s.memset(mem, 0, { signal });
   await s.fence({ signal });
+  // Forwarding an optional signal: { signal: opts.signal } may be undefined.
+  const fwd: { signal?: AbortSignalLike | undefined } = {};
+  await s.fence({ signal: fwd.signal });
   await s.fenceOnThreadPool();
   await fence(s, { signal });
   await fence(s.handle, dev, { signal });
