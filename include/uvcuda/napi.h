@@ -153,8 +153,9 @@ napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *req,
 napi_status uvcuda_napi_loop(napi_env env, uvcuda_loop_t **loop);
 
 /* Options for the env's loop context, taken when it is created. Call before
- * the first await / uvcuda_napi_loop of this env; after that it throws
- * UVCUDA_EBUSY. Bad options are reported when the context is created. */
+ * the first await / uvcuda_napi_loop of this env; after that it throws an
+ * Error with code 'EBUSY' (UVCUDA_EBUSY is libuv's UV_EBUSY, and named so)
+ * saying so. Bad options are reported when the context is created. */
 napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts);
 
 /* An Error for a uvcuda error code: message uvcuda_strerror(err) (and, for

@@ -206,21 +206,23 @@ test('work on one stream runs and settles in stream order', async () => {
 
 test('fence waits for the work before it', async () => {
   const s = dev.createStream();
-  const t0 = process.hrtime.bigint();
-  s.launch(k.sleep, 1, 1, [30_000_000]); // 30 ms, u64 from a number
+  let slept = false;
+  s.launch(k.sleep, 1, 1, [30_000_000]).then(() => { slept = true; }); // u64 from a number
   await s.fence();
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  assert.ok(ms >= 25, `fence resolved after ${ms} ms`);
+  assert.equal(slept, true, 'the fence settled before the work queued ahead of it');
   await s.fence(); // idle stream
 });
 
 test('the JS thread keeps running while GPU work is pending', async () => {
   const s = dev.createStream();
+  // Counted: timer callbacks that ran before the work's promise settled.
+  // A JS thread held until the GPU is done would run none.
+  let done = false;
   let ticks = 0;
-  const iv = setInterval(() => { ticks++; }, 5);
-  await s.launch(k.sleep, 1, 1, [150_000_000n]);
+  const iv = setInterval(() => { if (!done) ticks++; }, 1);
+  await s.launch(k.sleep, 1, 1, [150_000_000n]).then(() => { done = true; });
   clearInterval(iv);
-  assert.ok(ticks >= 10, `only ${ticks} timer ticks during 150 ms of GPU work`);
+  assert.ok(ticks >= 1, 'no timer ran during 150 ms of GPU work');
 });
 
 test('Stream.fromHandle and uvcuda.fence(BigInt) await a stream made elsewhere', async () => {
@@ -232,11 +234,16 @@ test('Stream.fromHandle and uvcuda.fence(BigInt) await a stream made elsewhere',
   assert.equal(foreign.handle, raw);
   const m = dev.alloc(4 * 256);
   await foreign.memset(m, 0);
-  own.launch(k.sleep, 1, 1, [20_000_000n]);
-  own.launch(k.add, 1, 256, [m, 256, 9]);
-  const t0 = Date.now();
+  // The fence on the raw handle waits for the work queued before it: it
+  // settles after both launches (stream order), never before (no clock:
+  // a busy machine makes any elapsed-time bound flaky).
+  const order = [];
+  const pSleep = own.launch(k.sleep, 1, 1, [20_000_000n]).then(() => order.push('sleep'));
+  const pAdd = own.launch(k.add, 1, 256, [m, 256, 9]).then(() => order.push('add'));
   await uvcuda.fence(raw);
-  assert.ok(Date.now() - t0 >= 15);
+  order.push('fence');
+  await Promise.all([pSleep, pAdd]);
+  assert.deepEqual(order, ['sleep', 'add', 'fence']);
   const out = await foreign.copyFromDevice(new Uint32Array(256), m);
   assert.ok(out.every((v) => v === 9));
   // destroying the foreign wrapper leaves the stream alone

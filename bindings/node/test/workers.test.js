@@ -63,7 +63,7 @@ test('four workers compute at once, each on its own loop context', async () => {
 });
 
 test('terminate() with GPU work pending: the worker exits, the process goes on', async () => {
-  let started;
+  let started = false;
   const r = await runWorker(`
     const k = common.setup();
     const s = k.dev.createStream();
@@ -74,12 +74,13 @@ test('terminate() with GPU work pending: the worker exits, the process goes on',
     post('started');
     setInterval(() => {}, 1000);`, {
     onMessage: (msg, w) => {
-      if (msg === 'started') { started = Date.now(); w.terminate(); }
+      if (msg === 'started') { started = true; w.terminate(); }
     },
   });
+  // It exited at all: teardown closed its pending futures (no clock here;
+  // a hang is the runner's timeout).
   assert.equal(r.code, 1);
   assert.ok(started);
-  assert.ok(Date.now() - started < 5000);
   const k = setup();
   const s = k.dev.createStream();
   await s.launch(k.sleep, 1, 1, [1_000_000n]);
