@@ -67,13 +67,17 @@ struct req {
 /* ---- threads ----------------------------------------------------------- */
 
 /* A call from another thread than the env's enters V8 there, and V8 aborts
- * the process; so each is refused once the env's state says whose it is.
- * Reading the instance data slot does not enter V8. */
+ * the process; so each is refused once the env's state says whose it is. */
+static int foreign_thread(const struct napi_state *st) {
+  return st->magic == ENV_MAGIC && !pthread_equal(st->thread, pthread_self());
+}
+
+/* The same, from env alone: reading the instance data slot does not enter
+ * V8. */
 static int off_thread(napi_env env) {
   void *p = NULL;
   if (napi_get_instance_data(env, &p) != napi_ok || p == NULL) return 0;
-  return ((struct napi_state *)p)->magic == ENV_MAGIC &&
-         !pthread_equal(((struct napi_state *)p)->thread, pthread_self());
+  return foreign_thread(p);
 }
 
 /* ---- errors ------------------------------------------------------------ */
@@ -224,8 +228,8 @@ static napi_status state_get(napi_env env, struct napi_state **out) {
   }
   if (p != NULL) {
     st = p;
-    if (st->magic == ENV_MAGIC && !pthread_equal(st->thread, pthread_self()))
-      return napi_generic_failure; /* nothing can be thrown from here */
+    /* Nothing can be thrown from another thread. */
+    if (foreign_thread(st)) return napi_generic_failure;
     if (st->magic != ENV_MAGIC) {
       napi_throw_error(env, "ERR_UVCUDA_INSTANCE_DATA",
                        "the env's instance data is not uvcuda's: use "
@@ -401,7 +405,7 @@ int uvcuda_napi_closing(napi_env env) {
   if (env == NULL || napi_get_instance_data(env, &p) != napi_ok) return 0;
   if (p == NULL) return dead_of(env) != NULL;
   if (((struct napi_state *)p)->magic != ENV_MAGIC) return 0;
-  if (off_thread(env)) return 1; /* nothing may be started from there */
+  if (foreign_thread(p)) return 1; /* nothing may be started from there */
   return ((struct napi_state *)p)->closing;
 }
 
