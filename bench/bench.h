@@ -352,6 +352,8 @@ void section_throughput(void);
 void section_idle(void);
 void section_wake(void);
 void section_adapt(void);
+/* floor.c: the loop CPU no completion can go below (adapt's targets) */
+void adapt_floor(const workload_t *wl);
 void targets(void);
 
 #endif

@@ -329,6 +329,7 @@ void section_adapt(void) {
     bench.errors++;
     return;
   }
+  adapt_floor(&AWL[0].wl);
   for (ai = 0; ai < COUNT(AWL); ai++) {
     int var = AWL[ai].kind != A_REP;
     printf("\n workload %s (uvcuda_sleep_ns kernel, %s)\n", AWL[ai].wl.name,

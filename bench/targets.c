@@ -92,12 +92,13 @@ static void adapt_targets(void) {
   static const char *const rep[] = {"rep-20us", "rep-50us", "rep-200us",
                                     "rep-2ms"};
   static const char *const var[] = {"mixed", "bimodal"};
-  const row_t *ad, *today, *raw;
+  const row_t *ad, *today, *raw, *fl;
   char what[96], fig[384];
   double pct;
   int i;
 
   /* Learnable: the floor's latency with the loop mostly asleep. */
+  fl = row_find("adapt", "floor", "sleep-wake", NAN);
   for (i = 0; i < COUNT(rep); i++) {
     snprintf(what, sizeof(what), "adapt %s: adaptive vs raw-spin", rep[i]);
     if (!adapt_rows(rep[i], &ad, &today, &raw)) {
@@ -112,6 +113,15 @@ static void adapt_targets(void) {
              ad->mean);
     adapt_verdict(what, fig, ad->p50 <= raw->p50 + 1 ? "" : "p50",
                   pct <= 25 ? "" : "CPU", "");
+    if (fl != NULL && fl->n) {
+      double launch = extra_num(fl, "launch_cpu_us"), rest = ad->mean - launch;
+      double floor = launch + (fl->loop_cpu < rest ? fl->loop_cpu : rest);
+      printf("  %-40s floor here: launch %.2f + min(cycle %.2f, %.1f) = "
+             "%.2f us = %.1f%% of the wait: %s\n", "", launch, fl->loop_cpu,
+             rest, floor, 100 * floor / ad->mean, floor > ad->mean / 4
+             ? "the 25% goal is below what any method can reach on this "
+               "machine" : "the 25% goal is above the floor");
+    }
   }
   /* Not learnable: no worse than without it, far cheaper than a spin. */
   for (i = 0; i < COUNT(var); i++) {
