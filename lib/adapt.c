@@ -195,8 +195,7 @@ void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
     if (now >= f->hot_until_ns_) {
       /* Not yet: the reactor delivers it, as without a prediction. */
       uvcuda__queue_remove(q);
-      f->adapt_ = UVCUDA__ADAPT_NONE;
-      a->stats->predict_late++;
+      f->adapt_ = UVCUDA__ADAPT_LATE;
     }
   }
 }
@@ -229,6 +228,9 @@ void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
     case UVCUDA__ADAPT_HOT:
       if (ok) hit(a);
       uvcuda__queue_remove(&f->pw_node_);
+      break;
+    case UVCUDA__ADAPT_LATE:
+      if (ok) a->stats->predict_late++;
       break;
     default: break;
   }

@@ -109,8 +109,24 @@ static int is_error(CUresult r) {
  * where two errors differ a third query says which one stays. */
 int uvcuda__context_query(struct uvcuda__context *x) {
   struct uvcuda__drvscope sc;
+  unsigned long long id;
   CUresult r, again;
   if (!uvcuda__context_pin(x)) return uvcuda__context_fault(x);
+  /* A reset that uvcuda did not make (another copy of it, a CUDA library:
+   * cuDevicePrimaryCtxReset) keeps the primary context's handle but gives
+   * it a new id, or CONTEXT_IS_DESTROYED until the next retain. The probe
+   * stream went with it and its handle may name a new stream already (the
+   * driver reuses them), so it is not asked: the record is done for. Any
+   * other error is left to the query below (a refused call condemns
+   * nothing; a sticky fault is named by the query). */
+  r = uvcuda__drv.cuCtxGetId(x->cuctx, &id);
+  if (r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+    r = uvcuda__drv.cuCtxGetId(x->cuctx, &id);
+  if (r == CUDA_ERROR_CONTEXT_IS_DESTROYED || (r == CUDA_SUCCESS && id != x->id)) {
+    atomic_store_explicit(&x->dead, 1, memory_order_seq_cst);
+    uvcuda__context_unpin(x);
+    return set_fault(x, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  }
   /* The query names its stream: it needs no context current, so a refused
    * switch does not stop it (a fault is still seen). */
   (void)uvcuda__drv_enter(&sc, x->cuctx);

@@ -14,6 +14,9 @@
 #define UVCUDA__ADAPT_SPIN 1    /* spins until shortly after its end */
 #define UVCUDA__ADAPT_PENDING 2 /* armed, pre-wake timer set */
 #define UVCUDA__ADAPT_HOT 3     /* woken: the loop polls it */
+/* Its window ended first: counted late when it completes (a failed or
+ * cancelled one is none of hit, early or late). */
+#define UVCUDA__ADAPT_LATE 4
 
 struct uvcuda__predict {
   uint32_t n;       /* samples taken (saturates) */

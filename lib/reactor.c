@@ -8,7 +8,11 @@
  * sleeping reactor and restarts the back-off. With only host-function
  * watches it just probes, every probe interval. With nothing watched it
  * parks on a condition variable until a watch is armed. Started by the
- * first loop that needs it, joined when the last one detaches.
+ * first loop that needs it, retired when the last one detaches: joined
+ * then, unless it is inside a driver call, which can block for as long as
+ * another thread holds the driver (a module's JIT: seconds). Such a thread
+ * ends on its own once the call returns, and a later attach or detach
+ * joins it; nobody waits for it.
  *
  * Driver calls (the probes) run outside the lock: a driver call can block,
  * and loop threads take this lock to arm. */
@@ -28,9 +32,17 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
  * phase, takes it every pass; a short spin beats a futex sleep. */
 static pthread_mutex_t mu;
 static pthread_cond_t cond;
-static pthread_cond_t joined; /* a joiner is done: an attach may start one */
-static uv_thread_t thread;
-static int running, stopping, parked, joining;
+/* A reactor thread. `cur` is the one serving the clients; a retired one
+ * touches nothing shared once it sees that it is no longer `cur` (checked
+ * under mu after every wait and driver call), sets `done` and returns. */
+struct rthread {
+  uv_thread_t t;
+  int in_driver; /* its probes' driver calls, mu dropped */
+  int done;
+  struct rthread *next;
+};
+static struct rthread *cur, *retired;
+static int parked;
 /* sleeping: in a timed wait of the back-off (not parked); kicked: a counter
  * was armed since the last pass. An arm restarts the back-off: new work is
  * as likely to finish soon as work right after progress. */
@@ -42,7 +54,6 @@ static struct uvcuda__queue clients;
 static atomic_int want;
 static unsigned seen_epoch; /* fault epoch the clients were rung for */
 static unsigned probe_round;
-static struct uvcuda__queue probe_list; /* this round's contexts */
 
 static void init_once(void) {
   pthread_mutexattr_t ma;
@@ -53,13 +64,11 @@ static void init_once(void) {
 #endif
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  if (pthread_mutex_init(&mu, &ma) != 0 || pthread_cond_init(&cond, &ca) != 0 ||
-      pthread_cond_init(&joined, NULL) != 0)
+  if (pthread_mutex_init(&mu, &ma) != 0 || pthread_cond_init(&cond, &ca) != 0)
     abort();
   pthread_mutexattr_destroy(&ma);
   pthread_condattr_destroy(&ca);
   uvcuda__queue_init(&clients);
-  uvcuda__queue_init(&probe_list);
 }
 
 /* mu, taken by a loop thread. */
@@ -70,7 +79,7 @@ static void lock_loopside(void) {
 }
 
 /* A timed wait of the back-off; an arm cuts it short. Caller holds mu. */
-static void timed_wait(uint64_t ns) {
+static void timed_wait(const struct rthread *me, uint64_t ns) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   ts.tv_sec += (time_t)(ns / 1000000000u);
@@ -81,7 +90,7 @@ static void timed_wait(uint64_t ns) {
   }
   sleeping = 1;
   pthread_cond_timedwait(&cond, &mu, &ts);
-  sleeping = 0;
+  if (me == cur) sleeping = 0;
 }
 
 static inline void cpu_relax(void) {
@@ -132,35 +141,48 @@ static int scan(void) {
   return fired;
 }
 
-static void take_probes(const struct uvcuda__queue *h) {
+/* This round's contexts, the thread's own: a retired thread still in its
+ * driver calls holds its list while the next thread makes one. */
+typedef struct {
+  struct uvcuda__context **v;
+  size_t n, cap;
+} plist_t;
+
+static void take_probes(plist_t *pl, const struct uvcuda__queue *h) {
   const struct uvcuda__queue *q;
   uvcuda__queue_foreach(q, h) {
     struct uvcuda__context *x = watch_of(q)->ctx;
     if (x->probe_stamp == probe_round) continue;
+    if (pl->n == pl->cap) {
+      size_t cap = pl->cap ? 2 * pl->cap : 16;
+      void *v = realloc(pl->v, cap * sizeof(*pl->v));
+      if (v == NULL) return; /* the next round probes the rest */
+      pl->v = v;
+      pl->cap = cap;
+    }
     x->probe_stamp = probe_round;
-    uvcuda__queue_insert_tail(&probe_list, &x->probe_node);
+    pl->v[pl->n++] = x;
   }
 }
 
 /* Probes each context of a watched counter once. Caller holds mu; the
  * driver calls run without it (records live until exit). */
-static void probe(uint64_t now, uint64_t interval) {
-  struct uvcuda__queue *cq, *q;
+static void probe(struct rthread *me, plist_t *pl, uint64_t now,
+                  uint64_t interval) {
+  struct uvcuda__queue *cq;
+  size_t i;
   probe_round++;
+  pl->n = 0;
   uvcuda__queue_foreach(cq, &clients) {
-    take_probes(&client_of(cq)->armed);
-    take_probes(&client_of(cq)->probed);
+    take_probes(pl, &client_of(cq)->armed);
+    take_probes(pl, &client_of(cq)->probed);
   }
-  if (uvcuda__queue_empty(&probe_list)) return;
+  if (pl->n == 0) return;
+  me->in_driver = 1;
   pthread_mutex_unlock(&mu);
-  uvcuda__queue_foreach(q, &probe_list) {
-    uvcuda__context_probe(
-        uvcuda__queue_data(q, struct uvcuda__context, probe_node), now,
-        interval);
-  }
+  for (i = 0; i < pl->n; i++) uvcuda__context_probe(pl->v[i], now, interval);
   pthread_mutex_lock(&mu);
-  while (!uvcuda__queue_empty(&probe_list))
-    uvcuda__queue_remove(uvcuda__queue_head(&probe_list));
+  me->in_driver = 0;
 }
 
 /* A context turned faulted (found here or by a loop): every loop looks. */
@@ -201,10 +223,11 @@ static void step_aside(void) {
 }
 
 static void reactor_main(void *arg) {
+  struct rthread *me = arg;
   uint64_t last_progress, next_probe, now, spin, yield, sleep_max, probe_ns;
   uint64_t sleep_ns = 0;
+  plist_t pl = {NULL, 0, 0};
   int mem, any;
-  (void)arg;
 
 #if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "uvcuda-reactor"); /* top -H, gdb */
@@ -212,12 +235,13 @@ static void reactor_main(void *arg) {
   pthread_mutex_lock(&mu);
   last_progress = uv_hrtime();
   next_probe = last_progress;
-  while (!stopping) {
+  while (me == cur) {
     ring_on_fault();
     bounds(&spin, &yield, &sleep_max, &probe_ns, &mem, &any);
     if (!any) {
       parked = 1;
       pthread_cond_wait(&cond, &mu);
+      if (me != cur) break;
       parked = 0;
       last_progress = uv_hrtime();
       next_probe = last_progress;
@@ -235,12 +259,12 @@ static void reactor_main(void *arg) {
     }
     now = uv_hrtime();
     if (now >= next_probe) {
-      probe(now, probe_ns);
+      probe(me, &pl, now, probe_ns);
       next_probe = now + probe_ns;
       continue; /* mu was dropped: look at the clients again */
     }
     if (!mem) { /* only host functions: nothing to read */
-      timed_wait(next_probe - now);
+      timed_wait(me, next_probe - now);
       continue;
     }
     if (now - last_progress < spin) {
@@ -256,10 +280,37 @@ static void reactor_main(void *arg) {
       sleep_ns = sleep_ns ? sleep_ns * 2 : 10000;
       if (sleep_ns > sleep_max) sleep_ns = sleep_max;
       if (sleep_ns > next_probe - now) sleep_ns = next_probe - now;
-      timed_wait(sleep_ns);
+      timed_wait(me, sleep_ns);
     }
   }
+  me->done = 1; /* retired in a driver call: a later attach or detach joins it */
   pthread_mutex_unlock(&mu);
+  free(pl.v);
+}
+
+/* Takes the retired threads that are done off the list. Caller holds mu;
+ * joins them after dropping it (each has returned or is returning). */
+static struct rthread *take_done(void) {
+  struct rthread **pp = &retired, *done = NULL, *t;
+  while ((t = *pp) != NULL) {
+    if (!t->done) {
+      pp = &t->next;
+      continue;
+    }
+    *pp = t->next;
+    t->next = done;
+    done = t;
+  }
+  return done;
+}
+
+static void join_done(struct rthread *t) {
+  while (t != NULL) {
+    struct rthread *next = t->next;
+    uv_thread_join(&t->t);
+    free(t);
+    t = next;
+  }
 }
 
 int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
@@ -270,21 +321,28 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   uvcuda__queue_init(&c->fired);
   uvcuda__queue_init(&c->node); /* not a client until listen */
   atomic_init(&c->rang, 0);
+  struct rthread *done;
   lock_loopside();
-  /* The last loop to leave is joining the thread: wait for it (the thread
-   * is stopping, a few µs), then start one here, so that a refusal is
-   * this attach's error and never a loop left without a reactor. */
-  while (joining) pthread_cond_wait(&joined, &mu);
-  if (!running) {
-    stopping = 0;
+  /* No reactor (the last loop left, its thread retired or still ending):
+   * start one here, so that a refusal is this attach's error and never a
+   * loop left without a reactor. */
+  if (cur == NULL) {
+    struct rthread *t = calloc(1, sizeof(*t));
     seen_epoch = uvcuda__context_epoch();
+    kicked = sleeping = parked = 0;
+    cur = t;
     /* Refused (EAGAIN: out of threads or memory for a stack): exhausted
      * resources, the documented UVCUDA_ENOMEM. */
-    err = uv_thread_create(&thread, reactor_main, NULL) == 0 ? 0 : UVCUDA_ENOMEM;
-    if (err == 0) running = 1;
+    if (t == NULL || uv_thread_create(&t->t, reactor_main, t) != 0) {
+      cur = NULL;
+      free(t);
+      err = UVCUDA_ENOMEM;
+    }
   }
   if (err == 0) users++;
+  done = take_done();
   pthread_mutex_unlock(&mu);
+  join_done(done);
   return err;
 }
 
@@ -299,29 +357,35 @@ static void unwatch_all(struct uvcuda__queue *h) {
 }
 
 void uvcuda__reactor_detach(struct uvcuda__rclient *c) {
-  int join = 0;
+  struct rthread *done, *join = NULL;
 
   lock_loopside();
   unwatch_all(&c->armed);
   unwatch_all(&c->probed);
   unwatch_all(&c->fired);
   uvcuda__queue_remove(&c->node);
-  /* One joiner at a time; a loop that detaches while another joins has
-   * nothing left to wait for: the thread never touches it again. */
-  if (--users == 0 && !joining) {
-    stopping = 1;
-    joining = 1;
-    join = 1;
-    pthread_cond_signal(&cond);
+  /* The last one retires the thread: from here it never touches a client
+   * (it sees it is not `cur` under mu first). Parked, sleeping or between
+   * passes it ends in µs and is joined here; inside a driver call it is
+   * left to end on its own, so that no close waits for the driver. */
+  if (--users == 0 && cur != NULL) {
+    join = cur;
+    cur = NULL;
+    kicked = sleeping = parked = 0;
+    pthread_cond_broadcast(&cond);
+    if (join->in_driver) {
+      join->next = retired;
+      retired = join;
+      join = NULL;
+    }
   }
+  done = take_done();
   pthread_mutex_unlock(&mu);
-  if (!join) return;
-  uv_thread_join(&thread);
-  pthread_mutex_lock(&mu);
-  running = 0;
-  joining = 0;
-  pthread_cond_broadcast(&joined);
-  pthread_mutex_unlock(&mu);
+  if (join != NULL) {
+    uv_thread_join(&join->t);
+    free(join);
+  }
+  join_done(done);
 }
 
 void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c) {
@@ -362,7 +426,7 @@ int uvcuda__reactor_running(void) {
   int r;
   pthread_once(&once, init_once);
   lock_loopside();
-  r = running;
+  r = cur != NULL;
   pthread_mutex_unlock(&mu);
   return r;
 }

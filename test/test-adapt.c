@@ -329,6 +329,54 @@ static void early_predictions_are_backed_off(void **state) {
   tu_fx_close(e);
 }
 
+static int op_longer(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  tu_sleep((CUstream)s, 10 * rep_ns());
+  return 0;
+}
+
+/* A predicted future whose work runs far past its prediction (its window
+ * ends, the reactor takes it over), then is cancelled: it is none of hit,
+ * early or late (it was counted late when the window ended). The loop is
+ * run for three predicted lengths first; on a machine too slow to end the
+ * window by then the case checks the same, with less in the way. */
+static void a_late_prediction_cancelled_is_not_counted(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e =
+      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, -1);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
+  CUstream s = tu_stream();
+  uvcuda_stats_t before, st;
+  uint64_t until;
+  int i, calls;
+
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  for (i = 0; i < 200 && stats_of(e).predicted < 2; i++)
+    await_one(e, f, s, op_long);
+  before = stats_of(e);
+  if (before.predicted < 2) skip(); /* the machine's jitter: never trusted */
+  calls = r->calls;
+  TU_OK(uvcuda_future_start(f, s, op_longer, tu_rec_done));
+  st = stats_of(e);
+  assert_int_equal(st.predicted, before.predicted + 1);
+  until = tu_now_ns() + 3 * rep_ns();
+  while (tu_now_ns() < until && r->calls == calls) uv_run(&e->uv, UV_RUN_NOWAIT);
+  assert_int_equal(r->calls, calls); /* still running: 10 lengths */
+  TU_OK(uvcuda_future_close(f, NULL));
+  while (r->calls == calls) uv_run(&e->uv, UV_RUN_ONCE);
+  assert_int_equal(r->status, UVCUDA_ECANCELED);
+  st = stats_of(e);
+  assert_int_equal(st.predicted, before.predicted + 1);
+  assert_int_equal(st.predict_hit, before.predict_hit);
+  assert_int_equal(st.predict_early, before.predict_early);
+  assert_int_equal(st.predict_late, before.predict_late);
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(s);
+  tu_fx_close(e);
+}
+
 /* Host functions and POLL keep their own ways: no prediction there. */
 static void hostfn_and_poll_are_left_as_they_are(void **state) {
   tu_fx_t *fx = tu_fx(state);
@@ -615,6 +663,7 @@ static void the_loop_sleeps_after_a_prewake(void **state) {
       CASE(queued_futures_keep_stream_order, c),                         \
       CASE(early_predictions_are_backed_off, c),                         \
       CASE(spin_time_is_counted, c),                                     \
+      CASE(a_late_prediction_cancelled_is_not_counted, c),               \
       CASE(the_loop_sleeps_after_a_prewake, c)
 
 int main(int argc, char **argv) {

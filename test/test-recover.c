@@ -454,6 +454,72 @@ static int c_retry_from_callback_after_reset(void *arg) {
   return 0;
 }
 
+/* ---- a reset that uvcuda did not make ---- */
+
+/* Another user of the device in the process (a second copy of uvcuda, a
+ * CUDA library) resets the primary context with cuDevicePrimaryCtxReset:
+ * uvcuda's records of it are not retired, yet the driver destroyed its
+ * streams and the registration of its counters. The future pending there
+ * fails with a CUDA error (the probe finds the context gone), nothing
+ * hangs, and the context made again by the next retain works: a new
+ * stream's future completes and its health is 0. arg: the completion,
+ * and (1 << 8) where the other user makes new streams at once.
+ * Simulation only: a real reset waits for the work that holds the stream
+ * (see c_reset_under_load). */
+static int c_foreign_reset(void *arg) {
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  item_t held, after;
+  CUcontext c;
+  CUdevice dev;
+  CUstream s, s2, more[4];
+  int remake = (int)(intptr_t)arg >> 8, i, rc;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  if (!tu_is_simulated()) return 77;
+  CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  CHECK(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CHECK(loop_open(&uv, &ul, (uvcuda_completion_t)((intptr_t)arg & 0xff)) ==
+        0);
+  memset(&held, 0, sizeof(held));
+  CHECK(uvcuda_future_init(&ul, &held.f) == 0);
+  held.f.data = &held;
+  CHECK(uvcuda_future_start(&held.f, s, hold_stream, on_item) == 0);
+  uv_run(&uv, UV_RUN_NOWAIT);
+  CHECK(held.calls == 0);
+  CHECK(tu.cuDevicePrimaryCtxReset(dev) == CUDA_SUCCESS); /* not uvcuda's */
+  if (remake) {
+    /* The other user goes on at once: the context made again, new
+     * streams, which the driver may give handles of the ones the reset
+     * destroyed (it reuses them; so does the simulation). */
+    CHECK(tu.cuDevicePrimaryCtxRetain(&c, dev) == CUDA_SUCCESS);
+    CHECK(tu.cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    for (i = 0; i < 4; i++)
+      CHECK(tu.cuStreamCreate(&more[i], CU_STREAM_NON_BLOCKING) ==
+            CUDA_SUCCESS);
+    CHECK(tu.cuDevicePrimaryCtxRelease(dev) == CUDA_SUCCESS);
+  }
+  wait_all(&uv, &held, 1);
+  fprintf(stderr, "foreign reset: the pending future %s\n",
+          held.calls ? uvcuda_err_name(held.status) : "never called back");
+  CHECK(held.calls == 1 && uvcuda_cuda_result(held.status) != 0);
+  /* The next retain makes the context again, under the same handle. */
+  CHECK(tu.cuDevicePrimaryCtxRetain(&c, dev) == CUDA_SUCCESS);
+  CHECK(tu.cuCtxSetCurrent(c) == CUDA_SUCCESS);
+  CHECK(tu.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CHECK(start(&ul, &after, s2) == 0);
+  wait_all(&uv, &after, 1);
+  fprintf(stderr, "foreign reset: a new stream's future %s, health %s\n",
+          uvcuda_err_name(after.status),
+          uvcuda_err_name(uvcuda_context_health(c)));
+  CHECK(after.calls == 1 && after.status == 0);
+  CHECK(uvcuda_context_health(c) == 0);
+  CHECK(uvcuda_future_close(&held.f, NULL) == 0);
+  CHECK(close_all(&uv, &ul, &after, 1) == 0);
+  CHECK(tu.cuDevicePrimaryCtxRelease(dev) == CUDA_SUCCESS);
+  return 0;
+}
+
 /* ---- cases ---- */
 
 static void run_child(int (*fn)(void *), void *arg) {
@@ -518,6 +584,33 @@ static void hostfn_restart_after_a_reset(void **state) {
   run_child(c_hostfn_restart_after_reset, NULL);
 }
 
+static void foreign_reset_auto(void **state) {
+  (void)state;
+  run_child(c_foreign_reset, (void *)(intptr_t)UVCUDA_COMPLETION_AUTO);
+}
+
+static void foreign_reset_hostfn(void **state) {
+  (void)state;
+  run_child(c_foreign_reset, (void *)(intptr_t)UVCUDA_COMPLETION_HOSTFN);
+}
+
+static void foreign_reset_poll(void **state) {
+  (void)state;
+  run_child(c_foreign_reset, (void *)(intptr_t)UVCUDA_COMPLETION_POLL);
+}
+
+static void foreign_reset_then_new_streams(void **state) {
+  (void)state;
+  run_child(c_foreign_reset,
+            (void *)(intptr_t)(UVCUDA_COMPLETION_AUTO | 1 << 8));
+}
+
+static void foreign_reset_then_new_streams_hostfn(void **state) {
+  (void)state;
+  run_child(c_foreign_reset,
+            (void *)(intptr_t)(UVCUDA_COMPLETION_HOSTFN | 1 << 8));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(healthy_context_reports_zero),
@@ -531,6 +624,11 @@ int main(int argc, char **argv) {
       cmocka_unit_test(own_context_survives_a_reset),
       cmocka_unit_test(hostfn_restart_after_a_reset),
       cmocka_unit_test(retry_from_the_callback_after_a_reset),
+      cmocka_unit_test(foreign_reset_auto),
+      cmocka_unit_test(foreign_reset_hostfn),
+      cmocka_unit_test(foreign_reset_poll),
+      cmocka_unit_test(foreign_reset_then_new_streams),
+      cmocka_unit_test(foreign_reset_then_new_streams_hostfn),
   };
   want_real = argc > 1 && strcmp(argv[1], "--gpu") == 0;
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,6 +5,7 @@
 #include "fixture.h"
 
 #include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -740,6 +741,113 @@ static int teardown(void **state) {
   return tu_fx_teardown(state);
 }
 
+/* ---- closing the last loop while the reactor is stuck in the driver ---- */
+
+/* A safety net only: releases the hold if the close never returns (then
+ * `released` says the close waited for it). */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  int stop, released;
+} releaser_t;
+
+static void *release_later(void *arg) {
+  releaser_t *r = arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 60;
+  pthread_mutex_lock(&r->mu);
+  while (!r->stop)
+    if (pthread_cond_timedwait(&r->cond, &r->mu, &ts) != 0) break;
+  if (!r->stop) {
+    r->released = 1;
+    simcuda_hold_calls("cuStreamQuery", 0);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+static void on_closed_flag(uvcuda_loop_t *ul) { *(int *)ul->data = 1; }
+
+/* The last loop context leaves while the reactor's fault probe is blocked
+ * inside the driver (a cuStreamQuery stuck behind another thread: a
+ * module's JIT can hold it for seconds). uvcuda_loop_close and its close
+ * callback, and a loop context opened meanwhile on another uv loop, wait
+ * for none of it: the stuck thread is left to end on its own. */
+static void closing_the_last_loop_never_waits_for_a_stuck_probe(void **state) {
+  uv_loop_t uv, uv2;
+  uvcuda_loop_t ul, ul2;
+  uvcuda_options_t o;
+  uvcuda_future_t f, f2;
+  tu_rec_t rec, rec2;
+  releaser_t rl = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+  CUstream s = tu_stream();
+  pthread_t t;
+  uint64_t end;
+  int closed = 0;
+  tu_gate_t g;
+
+  memset(&rec, 0, sizeof(rec));
+  memset(&rec2, 0, sizeof(rec2));
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_AUTO;
+  o.spin_budget_us = 0;
+  o.probe_interval_us = 50;
+  assert_int_equal(uv_loop_init(&uv), 0);
+  TU_OK(uvcuda_loop_init(&uv, &ul, &o));
+  tu_gate_init(&g);
+  tu_gate_hold(&g, s);
+  TU_OK(uvcuda_future_init(&ul, &f));
+  f.data = &rec;
+  TU_OK(uvcuda_future_start(&f, s, NULL, tu_rec_done)); /* armed: probed */
+  simcuda_hold_calls("cuStreamQuery", 1);
+  end = tu_now_ns() + 30000000000ull;
+  while (simcuda_held_calls("cuStreamQuery") == 0 && tu_now_ns() < end)
+    uv_run(&uv, UV_RUN_NOWAIT);
+  assert_int_equal(simcuda_held_calls("cuStreamQuery"), 1); /* the reactor */
+  assert_int_equal(pthread_create(&t, NULL, release_later, &rl), 0);
+
+  TU_OK(uvcuda_future_close(&f, NULL));
+  uv_run(&uv, UV_RUN_NOWAIT);
+  ul.data = &closed;
+  TU_OK(uvcuda_loop_close(&ul, on_closed_flag));
+  while (!closed) uv_run(&uv, UV_RUN_ONCE);
+  assert_int_equal(uv_loop_close(&uv), 0);
+  pthread_mutex_lock(&rl.mu);
+  assert_int_equal(rl.released, 0); /* the close did not wait for the probe */
+  pthread_mutex_unlock(&rl.mu);
+
+  /* A new loop context meanwhile gets a reactor of its own at once, and
+   * its work completes (in the spin: the stuck call is a probe's). */
+  o.spin_budget_us = 1000000;
+  assert_int_equal(uv_loop_init(&uv2), 0);
+  TU_OK(uvcuda_loop_init(&uv2, &ul2, &o));
+  tu_gate_open(&g);
+  TU_OK(uvcuda_future_init(&ul2, &f2));
+  f2.data = &rec2;
+  TU_OK(uvcuda_future_start(&f2, s, NULL, tu_rec_done));
+  while (rec2.calls == 0) uv_run(&uv2, UV_RUN_ONCE);
+  assert_int_equal(rec2.status, 0);
+  pthread_mutex_lock(&rl.mu);
+  assert_int_equal(rl.released, 0);
+  rl.stop = 1;
+  pthread_cond_signal(&rl.cond);
+  pthread_mutex_unlock(&rl.mu);
+  pthread_join(t, NULL);
+  simcuda_hold_calls("cuStreamQuery", 0);
+
+  TU_OK(uvcuda_future_close(&f2, NULL));
+  uv_run(&uv2, UV_RUN_NOWAIT);
+  closed = 0;
+  ul2.data = &closed;
+  TU_OK(uvcuda_loop_close(&ul2, on_closed_flag));
+  while (!closed) uv_run(&uv2, UV_RUN_ONCE);
+  assert_int_equal(uv_loop_close(&uv2), 0);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  (void)state;
+}
+
 #define CASE(fn, prestate) \
   cmocka_unit_test_prestate_setup_teardown(fn, tu_fx_setup, teardown, prestate)
 /* In children: this process must not touch the driver before they fork. */
@@ -764,6 +872,7 @@ int main(void) {
       CASE(wakeup_cost_is_per_fired_timeline, NULL),
       CASE(stuck_probe_never_blocks_the_loop, NULL),
       CASE(loop_close_never_waits_for_the_device, NULL),
+      CASE(closing_the_last_loop_never_waits_for_a_stuck_probe, NULL),
       cmocka_unit_test(prewake_lead_covers_the_spread_of_wakeups),
   };
   const struct CMUnitTest child_tests[] = {

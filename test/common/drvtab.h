@@ -19,6 +19,7 @@
   X(cuDeviceGetCount, 2000, 1)             \
   X(cuDeviceGetName, 2000, 1)              \
   X(cuDevicePrimaryCtxRelease, 11000, 1)   \
+  X(cuDevicePrimaryCtxReset, 11000, 1)     \
   X(cuDevicePrimaryCtxRetain, 7000, 1)     \
   X(cuGraphDestroy, 10000, 1)              \
   X(cuLaunchHostFunc, 10000, 1)            \
