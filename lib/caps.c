@@ -70,6 +70,7 @@ static int probe_caps(void) {
       err = m32 < 0 ? m32 : m64 < 0 ? m64 : 0;
       uvcuda__drv.cuStreamDestroy(s);
     }
+    uvcuda__context_release(x);
   }
   uvcuda__drv_leave(&sc);
   uvcuda__drv.cuDevicePrimaryCtxRelease(dev);

@@ -1,6 +1,6 @@
-/* The process-wide registry of CUDA context records. Records are never
- * freed: a handle (and a pointer held by any loop or the reactor) stays
- * valid, and a context's counters must outlive every write due to them. */
+/* The process-wide registry of CUDA context records. A record is freed
+ * only when no one refers to it (refs, users) and its context is proven
+ * destroyed, so that no write due to its counters can land any more. */
 #include "context.h"
 
 #include <sched.h>
@@ -29,9 +29,40 @@ static struct uvcuda__context *find(unsigned long long id) {
   return NULL;
 }
 
+static int set_fault(struct uvcuda__context *x, int r);
+
+/* Context c now has id `id`: a record of c under another id describes a
+ * context the driver destroyed (a handle names one context at a time; the
+ * primary context keeps its handle when it is made again). Such a record
+ * is retired (its futures fail), and freed where nothing refers to it:
+ * its registrations and events went with the context, its probe stream
+ * too, so nothing of it is passed to the driver. Caller holds reg_mu. */
+static void sweep(CUcontext c, unsigned long long id) {
+  struct uvcuda__queue *q, *next;
+  for (q = reg.next; q != &reg; q = next) {
+    struct uvcuda__context *x =
+        uvcuda__queue_data(q, struct uvcuda__context, node);
+    next = q->next;
+    if (x->cuctx != c || x->id == id) continue;
+    if (!atomic_load(&x->dead)) {
+      atomic_store_explicit(&x->dead, 1, memory_order_seq_cst);
+      set_fault(x, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    }
+    if (atomic_load(&x->refs) != 0 || atomic_load(&x->users) != 0) continue;
+    uvcuda__queue_remove(q);
+    uvcuda__counter_pool_free_gone(&x->counters);
+    free(x->events.ev);
+    uv_mutex_destroy(&x->mu);
+    free(x);
+  }
+}
+
 static int create(CUcontext c, unsigned long long id,
                   struct uvcuda__context **out) {
-  struct uvcuda__context *x = calloc(1, sizeof(*x));
+  struct uvcuda__context *x;
+
+  sweep(c, id);
+  x = calloc(1, sizeof(*x));
   struct uvcuda__drvscope sc;
   CUresult r;
 
@@ -55,9 +86,9 @@ static int create(CUcontext c, unsigned long long id,
   atomic_init(&x->fault, 0);
   atomic_init(&x->dead, 0);
   atomic_init(&x->users, 0);
+  atomic_init(&x->refs, 0);
   atomic_init(&x->next_probe_ns, 0);
   uvcuda__counter_pool_init(&x->counters);
-  uvcuda__queue_init(&x->probe_node);
   uvcuda__queue_insert_tail(&reg, &x->node);
   *out = x;
   return 0;
@@ -73,8 +104,32 @@ int uvcuda__context_get(CUcontext c, struct uvcuda__context **out) {
   uv_once(&reg_once, reg_init);
   uv_mutex_lock(&reg_mu);
   if ((*out = find(id)) == NULL) err = create(c, id, out);
+  if (err == 0) atomic_fetch_add_explicit(&(*out)->refs, 1, memory_order_relaxed);
   uv_mutex_unlock(&reg_mu);
   return err;
+}
+
+unsigned uvcuda__context_records(void) {
+  struct uvcuda__queue *q;
+  unsigned n = 0;
+  uv_once(&reg_once, reg_init);
+  uv_mutex_lock(&reg_mu);
+  uvcuda__queue_foreach(q, &reg) n++;
+  uv_mutex_unlock(&reg_mu);
+  return n;
+}
+
+void uvcuda__context_ref(struct uvcuda__context *x) {
+  atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
+}
+
+/* Under reg_mu, where sweep reads it: a record is never freed while a
+ * release is under way. */
+void uvcuda__context_release(struct uvcuda__context *x) {
+  uv_once(&reg_once, reg_init);
+  uv_mutex_lock(&reg_mu);
+  atomic_fetch_sub_explicit(&x->refs, 1, memory_order_relaxed);
+  uv_mutex_unlock(&reg_mu);
 }
 
 unsigned uvcuda__context_epoch(void) {

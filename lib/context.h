@@ -2,6 +2,10 @@
  * (found by cuCtxGetId, which is unique per context creation, unlike the
  * handle), shared by every loop. A record owns what uvcuda keeps in that
  * context: its counter pages, spare events, and a private idle stream.
+ * A record is freed once nothing refers to it and its context is known to
+ * be destroyed: its handle names a context with another id (a released
+ * primary context made again, as each worker of a Node process that
+ * does not hold the device makes it). Else it lives until exit.
  *
  * Sticky faults are found by querying the private stream, never a user
  * stream: querying a user's stream could break a capture it began, or
@@ -21,7 +25,7 @@
 #include "queue.h"
 
 struct uvcuda__context {
-  struct uvcuda__queue node; /* the registry; records live until exit */
+  struct uvcuda__queue node; /* the registry */
   unsigned long long id;
   CUcontext cuctx;
   CUdevice dev;
@@ -32,18 +36,26 @@ struct uvcuda__context {
    * them count themselves in `users`; the reset waits for none. */
   atomic_int dead;
   atomic_int users;
+  /* Holders of the pointer beyond a call: timelines, a loop's list of
+   * faulted contexts, a caller of context_get until its release. */
+  atomic_int refs;
   _Atomic uint64_t next_probe_ns;
   uv_mutex_t mu; /* counters, events */
   struct uvcuda__counter_pool counters;
   struct uvcuda__evpool events;
   /* The reactor thread's own: which records one probe round takes. */
   unsigned probe_stamp;
-  struct uvcuda__queue probe_node;
 };
 
 /* The record of context c, made on first use (then it creates the private
- * stream, with c current). */
+ * stream, with c current), with a reference the caller gives back with
+ * uvcuda__context_release (or passes on). */
 int uvcuda__context_get(CUcontext c, struct uvcuda__context **out);
+void uvcuda__context_ref(struct uvcuda__context *x);
+void uvcuda__context_release(struct uvcuda__context *x);
+
+/* Records in the registry (tests). */
+unsigned uvcuda__context_records(void);
 
 /* 0 or the sticky CUresult found in x. Any thread. */
 static inline int uvcuda__context_fault(struct uvcuda__context *x) {

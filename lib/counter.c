@@ -110,3 +110,15 @@ void uvcuda__counter_put(struct uvcuda__counter_pool *p,
   c->page = NULL;
   c->host = NULL;
 }
+
+void uvcuda__counter_pool_free_gone(struct uvcuda__counter_pool *p) {
+  while (!uvcuda__queue_empty(&p->pages)) {
+    struct uvcuda__queue *q = uvcuda__queue_head(&p->pages);
+    struct uvcuda__counter_page *pg =
+        uvcuda__queue_data(q, struct uvcuda__counter_page, node);
+    uvcuda__queue_remove(q);
+    free(pg->host);
+    free(pg);
+  }
+  p->npages = 0;
+}

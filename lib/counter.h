@@ -55,6 +55,11 @@ int uvcuda__counter_get(struct uvcuda__counter_pool *p,
 void uvcuda__counter_put(struct uvcuda__counter_pool *p,
                          struct uvcuda__counter *c, int mode, uint64_t expect);
 
+/* Frees the pages of a pool whose context the driver has destroyed: its
+ * registrations went with it and no write can land any more, so the
+ * memory is freed without a driver call. */
+void uvcuda__counter_pool_free_gone(struct uvcuda__counter_pool *p);
+
 /* The driver refused to register host memory for the device (some VMs and
  * sandboxes): as final as refused memops, unlike running out of pinned
  * memory. err: what uvcuda__counter_get (or a caller of it) returned. */

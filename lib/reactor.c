@@ -161,6 +161,7 @@ static void take_probes(plist_t *pl, const struct uvcuda__queue *h) {
       pl->cap = cap;
     }
     x->probe_stamp = probe_round;
+    uvcuda__context_ref(x); /* its timeline may go while mu is dropped */
     pl->v[pl->n++] = x;
   }
 }
@@ -180,7 +181,10 @@ static void probe(struct rthread *me, plist_t *pl, uint64_t now,
   if (pl->n == 0) return;
   me->in_driver = 1;
   pthread_mutex_unlock(&mu);
-  for (i = 0; i < pl->n; i++) uvcuda__context_probe(pl->v[i], now, interval);
+  for (i = 0; i < pl->n; i++) {
+    uvcuda__context_probe(pl->v[i], now, interval);
+    uvcuda__context_release(pl->v[i]);
+  }
   pthread_mutex_lock(&mu);
   me->in_driver = 0;
 }

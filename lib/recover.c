@@ -12,6 +12,7 @@ int uvcuda_context_health(uvcuda_context_t ctx) {
   if ((err = uvcuda_driver_load()) != 0) return err;
   if ((err = uvcuda__context_get((CUcontext)ctx, &x)) != 0) return err;
   r = uvcuda__context_query(x);
+  uvcuda__context_release(x);
   return r == 0 ? 0 : UVCUDA_ECUDA(r);
 }
 
@@ -88,11 +89,12 @@ static int check(CUdevice dev) {
   struct write_one w;
   CUcontext ctx;
   CUresult r;
-  int err, due;
+  int err, due, got;
 
   if ((r = uvcuda__drv.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
     return UVCUDA_ECUDA(r);
   err = uvcuda__context_get(ctx, &x);
+  got = err == 0;
   if (err == 0) err = uvcuda__context_counter_get(x, &c);
   if (uvcuda__counter_refused(err)) {
     err = check_hostfn(ctx);
@@ -109,6 +111,7 @@ static int check(CUdevice dev) {
     if (r != CUDA_SUCCESS) err = UVCUDA_ECUDA(r);
   }
   if (err == 0 && (r = uvcuda__context_query(x)) != 0) err = UVCUDA_ECUDA(r);
+  if (got) uvcuda__context_release(x);
   uvcuda__drv.cuDevicePrimaryCtxRelease(dev);
   return err;
 }

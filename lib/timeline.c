@@ -60,7 +60,10 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
   if (r != CUDA_SUCCESS) return UVCUDA_ECUDA(r);
   if (c == NULL) return UVCUDA_ECUDA(CUDA_ERROR_INVALID_CONTEXT);
   if ((err = uvcuda__context_get(c, &x)) != 0) return err;
-  if ((tl = calloc(1, sizeof(*tl))) == NULL) return UVCUDA_ENOMEM;
+  if ((tl = calloc(1, sizeof(*tl))) == NULL) {
+    uvcuda__context_release(x);
+    return UVCUDA_ENOMEM;
+  }
   tl->stream_id = id;
   tl->special = is_special(s);
   tl->ctx = x;
@@ -85,6 +88,7 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
     err = uvcuda__streams_insert(&set->streams, id, &tl->hnode, key_of);
   if (err != 0) {
     uvcuda__context_counter_put(x, &tl->counter, tl->mode, 0);
+    uvcuda__context_release(x);
     free(tl);
     return err;
   }
@@ -135,6 +139,7 @@ static void destroy(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
   if (tl->mode != UVCUDA__TL_HOSTFN)
     uvcuda__context_counter_put(tl->ctx, &tl->counter, tl->mode,
                                 write_due ? tl->next_seq : 0);
+  uvcuda__context_release(tl->ctx);
   free(tl);
 }
 
@@ -392,6 +397,7 @@ static void count_fault(struct uvcuda__tlset *set, struct uvcuda__context *x) {
     set->faulted_cap = cap;
   }
   set->faulted[set->nfaulted++] = x;
+  uvcuda__context_ref(x); /* compared by address: not freed meanwhile */
   set->stats->faults++;
 }
 
@@ -489,6 +495,7 @@ void uvcuda__tl_free_all(struct uvcuda__tlset *set) {
     }
   }
   uvcuda__streams_free(&set->streams);
+  for (i = 0; i < set->nfaulted; i++) uvcuda__context_release(set->faulted[i]);
   free(set->faulted);
   set->faulted = NULL;
   set->nfaulted = set->faulted_cap = 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "adapt.h"
+#include "context.h"
 #include "counter.h"
 #include "loop.h"
 #include "simcuda.h"
@@ -848,6 +849,67 @@ static void closing_the_last_loop_never_waits_for_a_stuck_probe(void **state) {
   (void)state;
 }
 
+/* ---- a released primary context leaves no record behind ---- */
+
+/* A Node worker that opens the device in a process whose main thread does
+ * not hold it retains the primary context, and its release destroys it;
+ * the next worker's retain makes it again, same handle, new id. Each time
+ * uvcuda made a record (a counter page, the record: ~8 KB) and kept it
+ * until exit. Now a record of a destroyed context that nothing refers to
+ * is freed when its handle's next context gets one. */
+static void on_f_closed(uvcuda_future_t *f) { *(int *)f->data = 1; }
+
+static int c_primary_churn(void *arg) {
+  enum { ROUNDS = 20 };
+  CUcontext c;
+  CUdevice dev;
+  unsigned first = 0;
+  int i;
+  (void)arg;
+
+  if (tu_setup(0) != 0) return 10;
+  if (tu.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return 11;
+  if (tu.cuDevicePrimaryCtxRelease(dev) != CUDA_SUCCESS) return 12; /* tu's */
+  for (i = 0; i < ROUNDS; i++) {
+    uv_loop_t uv;
+    uvcuda_loop_t ul;
+    uvcuda_future_t f;
+    CUstream s;
+    int closed = 0;
+    fault_status = 1;
+    if (tu.cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS ||
+        tu.cuCtxSetCurrent(c) != CUDA_SUCCESS ||
+        tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+      return 13;
+    if (uv_loop_init(&uv) != 0 || uvcuda_loop_init(&uv, &ul, NULL) != 0)
+      return 14;
+    uvcuda_future_init(&ul, &f);
+    if (uvcuda_future_start(&f, s, NULL, on_fault_done) != 0) return 15;
+    while (fault_status == 1) uv_run(&uv, UV_RUN_ONCE);
+    if (fault_status != 0) return 16;
+    f.data = &closed;
+    uvcuda_future_close(&f, on_f_closed);
+    while (!closed) uv_run(&uv, UV_RUN_ONCE);
+    closed = 0;
+    ul.data = &closed;
+    if (uvcuda_loop_close(&ul, on_closed_flag) != 0) return 17;
+    while (!closed) uv_run(&uv, UV_RUN_ONCE);
+    if (uv_loop_close(&uv) != 0) return 18;
+    if (tu.cuStreamDestroy(s) != CUDA_SUCCESS) return 19;
+    if (tu.cuDevicePrimaryCtxRelease(dev) != CUDA_SUCCESS) return 20;
+    if (i == 1) first = uvcuda__context_records();
+  }
+  fprintf(stderr, "context records after round 2: %u, after round %d: %u\n",
+          first, ROUNDS, uvcuda__context_records());
+  return uvcuda__context_records() <= first ? 0 : 21;
+}
+
+static void released_primary_contexts_leave_no_record(void **state) {
+  int rc = tu_in_child(c_primary_churn, NULL);
+  (void)state;
+  if (rc != 0) fail_msg("child failed with status %d", rc);
+}
+
 #define CASE(fn, prestate) \
   cmocka_unit_test_prestate_setup_teardown(fn, tu_fx_setup, teardown, prestate)
 /* In children: this process must not touch the driver before they fork. */
@@ -886,6 +948,7 @@ int main(void) {
       CHILD(a_fault_leaves_no_timeline_in_use, (void *)UVCUDA_COMPLETION_AUTO),
       CHILD(a_fault_leaves_no_timeline_in_use, (void *)UVCUDA_COMPLETION_HOSTFN),
       CHILD(a_fault_leaves_no_timeline_in_use, (void *)UVCUDA_COMPLETION_POLL),
+      CHILD(released_primary_contexts_leave_no_record, NULL),
   };
   int fails = 0, rc;
   /* Children first, while this process has not loaded the driver. */
