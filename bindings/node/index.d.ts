@@ -238,7 +238,8 @@ export class Stream {
                                          options?: AwaitOptions): Promise<T>;
   copyFromDevice<T extends BufferSource>(dst: T, src: DeviceMemory, srcOffset?: number,
                                          options?: AwaitOptions): Promise<T>;
-  /** byteLength defaults to src.byteLength - srcOffset. */
+  /** byteLength defaults to src.byteLength - srcOffset. Overlapping ranges
+   * (one allocation as both) are undefined, as for cuMemcpyDtoDAsync. */
   copyDevice(dst: DeviceMemory, src: DeviceMemory, options?: AwaitOptions): Promise<void>;
   copyDevice(dst: DeviceMemory, src: DeviceMemory, byteLength?: number,
              options?: AwaitOptions): Promise<void>;

@@ -216,15 +216,20 @@ function withSignal(fn, required, positional, passSignal = false) {
     [fn.name](...args) {
       const n = args.length;
       let at; // where the options argument is
-      if (n > positional) { // every positional argument given: what follows
-        at = positional;
-        if (args[at] === undefined) return fn.apply(this, args.slice(0, at));
-        if (!isOptions(args[at])) return Promise.reject(invalidOptions(args[at]));
-      } else if (n > required && isOptions(args[n - 1])) {
-        at = n - 1; // options in place of the optional positional ones
-      } else {
-        return fn.apply(this, args);
+      try { // isOptions throws on a revoked Proxy: a promise-returning call never throws
+        if (n > positional) { // every positional argument given: what follows
+          at = positional;
+          if (args[at] !== undefined && !isOptions(args[at])) {
+            return Promise.reject(invalidOptions(args[at]));
+          }
+        } else if (n > required && isOptions(args[n - 1])) {
+          at = n - 1; // options in place of the optional positional ones
+        }
+      } catch (e) {
+        return Promise.reject(e);
       }
+      if (at === undefined) return fn.apply(this, args);
+      if (args[at] === undefined) return fn.apply(this, args.slice(0, at));
       let signal;
       try {
         ({ signal } = args[at]);

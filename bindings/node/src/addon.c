@@ -225,7 +225,8 @@ int arg_size(napi_env env, napi_value v, const char *what, size_t *out) {
   char got[160];
   if (arg_number(env, v, what, &d) != 0) return -1;
   if (!(d >= 0) || d != floor(d) || d > 9007199254740991.0) {
-    throw_range(env, "%s must be a non-negative integer, got %s", what,
+    throw_range(env, "%s must be an integer from 0 to 2**53 - 1 "
+                     "(Number.MAX_SAFE_INTEGER), got %s", what,
                 describe(env, v, got, sizeof(got)));
     return -1;
   }

@@ -203,10 +203,10 @@ static napi_status op_convert(napi_env env, void *data, const napi_value *kept,
     if (aborted < 0) return napi_pending_exception;
     if (aborted) return napi_ok;
     if (host_bytes(env, dst, &host, &len, &detached) != 0 || detached || len != o->bytes) {
-      throw_state(env, "copyFromDevice: dst was detached or transferred (its %zu bytes "
-                       "are now %zu) while the copy was pending; nothing was written "
-                       "into it",
-                  o->bytes, detached ? (size_t)0 : len);
+      throw_state(env, "copyFromDevice: dst was %s (its %zu bytes are now %zu) "
+                       "while the copy was pending; nothing was written into it",
+                  detached ? "detached or transferred" : "resized", o->bytes,
+                  detached ? (size_t)0 : len);
       return napi_pending_exception;
     }
     if (o->bytes) memcpy(host, o->bb.p, o->bytes);

@@ -43,6 +43,26 @@ test('copyFromDevice into a buffer transferred before the copy ran: rejects, wri
   assert.ok(moved.every((v) => v === 0), 'the GPU wrote into memory JS had given away');
 });
 
+test('copyFromDevice into a resizable buffer resized while pending: rejects, says resized', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(8192);
+  await s.memset(m, 0x5a);
+  for (const to of [8000, 1000]) { // grown, shrunk
+    const ab = new ArrayBuffer(4096, { maxByteLength: 8192 });
+    const dst = new Uint8Array(ab); // length-tracking
+    s.launch(k.sleep, 1, 1, [50_000_000n]);
+    const p = s.copyFromDevice(dst, m);
+    ab.resize(to);
+    await assert.rejects(p, (e) => {
+      assert.equal(e.code, detached.code);
+      assert.match(e.message, /resized/);
+      assert.doesNotMatch(e.message, /detached|transferred/);
+      return true;
+    });
+    assert.ok(dst.every((v) => v === 0), `resized to ${to}: written into`);
+  }
+});
+
 test('copyFromDevice into a buffer posted to a worker: the worker\'s memory is not touched', async () => {
   const s = dev.createStream();
   const m = dev.alloc(1 << 16);

@@ -56,6 +56,29 @@ test('Promise methods reject on bad arguments, never throw', async () => {
   for (const [label, f, want] of cases) await rejectsWith(f, want, label);
 });
 
+test('a Proxy that throws where the options may go rejects, never throws', async () => {
+  // Array.isArray throws on a revoked Proxy, instanceof on one whose
+  // getPrototypeOf trap throws: deciding whether the last argument is the
+  // options object is part of the call.
+  const revoked = () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    return proxy;
+  };
+  const trap = () => new Proxy({}, { getPrototypeOf() { throw new Error('trap'); } });
+  for (const [name, make] of [['revoked', revoked], ['trap', trap]]) {
+    const cases = [
+      ['stream.fence', () => s.fence(make())],
+      ['stream.fenceOnThreadPool', () => s.fenceOnThreadPool(make())],
+      ['stream.launch', () => s.launch(k.add, 1, 1, make())],
+      ['stream.launchOnThreadPool', () => s.launchOnThreadPool(k.add, 1, 1, make())],
+      ['stream.copyToDevice', () => s.copyToDevice(m, new Uint8Array(1), make())],
+      ['uvcuda.fence', () => uvcuda.fence(s, make())],
+    ];
+    for (const [label, f] of cases) await rejectsWith(f, (e) => e instanceof Error, `${label}(${name})`);
+  }
+});
+
 test('work on closed objects rejects with UVCUDA_ECLOSING', async () => {
   const s2 = dev.createStream();
   const m2 = dev.alloc(16);
@@ -107,6 +130,8 @@ test('messages print numbers as JavaScript does', async () => {
     return assert.fail('did not throw');
   };
   assert.match(msg(() => dev.alloc(NaN)), /\bNaN\b/);
+  // 2**53 is an integer, but not one JS can count bytes in exactly.
+  assert.match(msg(() => dev.alloc(2 ** 53)), /2\*\*53 - 1/);
   assert.doesNotMatch(msg(() => dev.alloc(NaN)), /\bnan\b/);
   assert.match(msg(() => dev.alloc(1.5)), /\b1\.5\b/);
   assert.match(msg(() => dev.alloc(-8)), /-8\b/);
