@@ -38,8 +38,7 @@ function load() {
       '`npm rebuild uvcuda --build-from-source` (needs python3, make and a C ' +
       'compiler; node-gyp comes with npm), or set UVCUDA_NODE_ADDON to a built uvcuda.node.',
     { cause });
-  err.code = 'ERR_UVCUDA_NO_ADDON';
-  throw err;
+  throw showCode(err, 'ERR_UVCUDA_NO_ADDON');
 }
 
 const native = load();
@@ -132,17 +131,31 @@ function received(v) {
   return ` Received type ${typeof v} (${shown})`;
 }
 
-function invalidOptions(options) {
-  const err = new TypeError(`The "options" argument must be of type object.${received(options)}`);
-  err.code = 'ERR_INVALID_ARG_TYPE';
+// As Node core shows its own errors: `TypeError [ERR_X]: message` in the
+// stack (formatted at its first read, with the name of that moment) and in
+// String(err); err.name stays 'TypeError'. The addon's errors do the same.
+function showCode(err, code) {
+  const { name } = err;
+  err.code = code;
+  err.name = `${name} [${code}]`;
+  err.stack; // eslint-disable-line no-unused-expressions
+  delete err.name;
+  Object.defineProperty(err, 'toString', {
+    value() { return `${this.name} [${this.code}]: ${this.message}`; },
+    writable: true,
+    configurable: true,
+  });
   return err;
 }
 
+function invalidOptions(options) {
+  return showCode(new TypeError(
+    `The "options" argument must be of type object.${received(options)}`), 'ERR_INVALID_ARG_TYPE');
+}
+
 function invalidSignal(signal) {
-  const err = new TypeError('The "options.signal" property must be an instance of ' +
-    `AbortSignal.${received(signal)}`);
-  err.code = 'ERR_INVALID_ARG_TYPE';
-  return err;
+  return showCode(new TypeError('The "options.signal" property must be an instance of ' +
+    `AbortSignal.${received(signal)}`), 'ERR_INVALID_ARG_TYPE');
 }
 
 // One 'abort' listener per signal, however many calls wait on it; removed

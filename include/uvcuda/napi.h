@@ -162,7 +162,8 @@ napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts);
  * driver-load errors, uvcuda_driver_dlerror()), `code` uvcuda_err_name(err)
  * ("CUDA_ERROR_ILLEGAL_ADDRESS", "UVCUDA_ECAPTURING", "ECANCELED"),
  * `errno` err (a negative number) and, for CUDA driver results,
- * `cudaResult` (the CUresult). */
+ * `cudaResult` (the CUresult). It prints as Node core's errors do,
+ * `Error [CODE]: message` (its stack's first line and String(err)). */
 napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error);
 
 /* Throws uvcuda_napi_create_error(err). Returns napi_pending_exception on

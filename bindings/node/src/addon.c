@@ -26,6 +26,7 @@ static napi_value throw_coded(napi_env env, int kind, const char *code_str,
   if (kind == E_TYPE) s = napi_create_type_error(env, code, text, &err);
   else if (kind == E_RANGE) s = napi_create_range_error(env, code, text, &err);
   else s = napi_create_error(env, code, text, &err);
+  if (s == napi_ok) uvcuda_napi__show_code(env, err);
   if (s == napi_ok) napi_throw(env, err);
   return NULL;
 }
@@ -80,21 +81,20 @@ napi_value throw_closed(napi_env env, const char *what) {
       napi_create_type_error(env, code, text, &err) != napi_ok)
     return NULL;
   set_errno(env, err, UVCUDA_ECLOSING);
+  uvcuda_napi__show_code(env, err);
   napi_throw(env, err);
   return NULL;
 }
 
 napi_value throw_stale(napi_env env, const char *what, int ordinal) {
   char msg[256];
-  napi_value err, text;
-  if (uvcuda_napi_create_error(env, UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED),
-                               &err) != napi_ok)
-    return NULL;
+  napi_value err;
   snprintf(msg, sizeof(msg),
            "%s was made before device %d was reset: it is gone with the reset; "
            "make a new one", what, ordinal);
-  if (napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text) == napi_ok)
-    napi_set_named_property(env, err, "message", text);
+  if (uvcuda_napi__error_msg(env, UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED), msg,
+                             &err) != napi_ok)
+    return NULL;
   napi_throw(env, err);
   return NULL;
 }

@@ -178,6 +178,12 @@ napi_status uvcuda_napi__settings(napi_env env, uvcuda_loop_t **loop,
                                   uint64_t *spin_budget_ns, int *adaptive);
 /* A named uvcuda Error (uvcuda_napi_throw). */
 napi_value throw_uv(napi_env env, int err);
+/* src/uvcuda_napi.c: an error shown as Node core shows its own
+ * (`TypeError [CODE]: message` in its stack and String(err)); called once
+ * its message is final. And err's Error with message msg, so shown. */
+napi_status uvcuda_napi__show_code(napi_env env, napi_value err);
+napi_status uvcuda_napi__error_msg(napi_env env, int err, const char *msg,
+                                   napi_value *error);
 napi_value throw_cu(napi_env env, CUresult r);
 /* Loads the driver table, throwing on failure. Returns 0 or -1. */
 int need_driver(napi_env env);

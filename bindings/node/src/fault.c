@@ -223,9 +223,8 @@ static void reset_execute(napi_env env, void *data) {
 /* The rejection of a reset: the error of uvcuda_device_reset, with a
  * message that says what to do. */
 static napi_value reset_error(napi_env env, int ordinal, int err) {
-  napi_value e = NULL, text, num;
+  napi_value e = NULL, num;
   char msg[768];
-  if (uvcuda_napi_create_error(env, err, &e) != napi_ok) return NULL;
   if (uvcuda_cuda_result(err) != 0)
     snprintf(msg, sizeof(msg),
              "device %d could not be recovered: after the reset "
@@ -236,8 +235,7 @@ static napi_value reset_error(napi_env env, int ordinal, int err) {
   else
     snprintf(msg, sizeof(msg), "device %d could not be reset: %s (%s)", ordinal,
              uvcuda_strerror(err), uvcuda_err_name(err));
-  if (napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text) == napi_ok)
-    napi_set_named_property(env, e, "message", text);
+  if (uvcuda_napi__error_msg(env, err, msg, &e) != napi_ok) return NULL;
   if (napi_create_int32(env, ordinal, &num) == napi_ok)
     napi_set_named_property(env, e, "ordinal", num);
   return e;

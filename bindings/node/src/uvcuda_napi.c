@@ -87,23 +87,64 @@ static int is_load_error(int err) {
          err == UVCUDA_EDRIVEROLD;
 }
 
-/* err's Error; `why` (NULL: none) follows the code's text, as the
- * driver's dlerror does for a load error. */
-static napi_status create_error(napi_env env, int err, const char *why,
-                                napi_value *error) {
-  char msg[768];
-  const char *detail = why;
+/* String(err) of an error shown as Node core shows its own. */
+static napi_value coded_to_string(napi_env env, napi_callback_info info) {
+  static const char *const key[3] = {"name", "code", "message"};
+  napi_value self, v, out = NULL;
+  char part[3][512], text[1600];
+  size_t len;
+  int i;
+  if (napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok) return NULL;
+  for (i = 0; i < 3; i++) {
+    part[i][0] = '\0';
+    if (napi_get_named_property(env, self, key[i], &v) == napi_ok &&
+        napi_coerce_to_string(env, v, &v) == napi_ok)
+      napi_get_value_string_utf8(env, v, part[i], sizeof(part[i]), &len);
+  }
+  snprintf(text, sizeof(text), "%s [%s]: %s", part[0], part[1], part[2]);
+  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &out);
+  return out;
+}
+
+/* Node core's errors name their code where they are printed: the stack's
+ * first line and String(err) read `TypeError [ERR_X]: message`, while
+ * err.name stays 'TypeError'. The stack is formatted at its first read,
+ * with the name of that moment (as Node's addCodeToName did), so this is
+ * called once the message is final. */
+napi_status uvcuda_napi__show_code(napi_env env, napi_value err) {
+  napi_value name, code, shown, key, stack, fn;
+  napi_property_descriptor d;
+  char n[64], c[96], both[176];
+  size_t len;
+  napi_status s;
+  if ((s = napi_get_named_property(env, err, "name", &name)) != napi_ok ||
+      (s = napi_get_named_property(env, err, "code", &code)) != napi_ok ||
+      (s = napi_get_value_string_utf8(env, name, n, sizeof(n), &len)) != napi_ok ||
+      (s = napi_get_value_string_utf8(env, code, c, sizeof(c), &len)) != napi_ok)
+    return s;
+  snprintf(both, sizeof(both), "%s [%s]", n, c);
+  if ((s = napi_create_string_utf8(env, both, NAPI_AUTO_LENGTH, &shown)) != napi_ok ||
+      (s = napi_create_string_utf8(env, "name", NAPI_AUTO_LENGTH, &key)) != napi_ok ||
+      (s = napi_set_property(env, err, key, shown)) != napi_ok ||
+      (s = napi_get_named_property(env, err, "stack", &stack)) != napi_ok ||
+      (s = napi_delete_property(env, err, key, NULL)) != napi_ok ||
+      (s = napi_create_function(env, "toString", NAPI_AUTO_LENGTH, coded_to_string,
+                                NULL, &fn)) != napi_ok)
+    return s;
+  memset(&d, 0, sizeof(d));
+  d.utf8name = "toString";
+  d.value = fn;
+  d.attributes = napi_writable | napi_configurable; /* not enumerable */
+  return napi_define_properties(env, err, 1, &d);
+}
+
+/* err's Error with message msg: code, errno, cudaResult, shown as Node
+ * shows its own. */
+napi_status uvcuda_napi__error_msg(napi_env env, int err, const char *msg,
+                                   napi_value *error) {
   napi_value code, text, num;
   napi_status s;
   int r;
-
-  if (env == NULL || error == NULL) return napi_invalid_arg;
-  if (off_thread(env)) return napi_generic_failure;
-  if (detail == NULL && is_load_error(err)) detail = uvcuda_driver_dlerror();
-  if (detail != NULL)
-    snprintf(msg, sizeof(msg), "%s (%s)", uvcuda_strerror(err), detail);
-  else
-    snprintf(msg, sizeof(msg), "%s", uvcuda_strerror(err));
   if ((s = napi_create_string_utf8(env, uvcuda_err_name(err), NAPI_AUTO_LENGTH,
                                    &code)) != napi_ok ||
       (s = napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text)) != napi_ok ||
@@ -116,7 +157,24 @@ static napi_status create_error(napi_env env, int err, const char *why,
         (s = napi_set_named_property(env, *error, "cudaResult", num)) != napi_ok)
       return s;
   }
-  return napi_ok;
+  return uvcuda_napi__show_code(env, *error);
+}
+
+/* err's Error; `why` (NULL: none) follows the code's text, as the
+ * driver's dlerror does for a load error. */
+static napi_status create_error(napi_env env, int err, const char *why,
+                                napi_value *error) {
+  char msg[768];
+  const char *detail = why;
+
+  if (env == NULL || error == NULL) return napi_invalid_arg;
+  if (off_thread(env)) return napi_generic_failure;
+  if (detail == NULL && is_load_error(err)) detail = uvcuda_driver_dlerror();
+  if (detail != NULL)
+    snprintf(msg, sizeof(msg), "%s (%s)", uvcuda_strerror(err), detail);
+  else
+    snprintf(msg, sizeof(msg), "%s", uvcuda_strerror(err));
+  return uvcuda_napi__error_msg(env, err, msg, error);
 }
 
 napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error) {
@@ -287,16 +345,14 @@ static const char *env_culprit(const uvcuda_options_t *in) {
 static napi_status throw_opts_error(napi_env env, int err, const uvcuda_options_t *in) {
   char msg[256];
   const char *var = NULL;
-  napi_value e, text;
+  napi_value e;
   napi_status s;
 
   if (err == UVCUDA_EINVAL || err == UVCUDA_ESTRATEGY) var = env_culprit(in);
   if (var == NULL) return uvcuda_napi_throw(env, err);
-  if ((s = uvcuda_napi_create_error(env, err, &e)) != napi_ok) return s;
   snprintf(msg, sizeof(msg), "%s: $%s is '%.64s'", uvcuda_strerror(err), var,
            getenv(var));
-  if ((s = napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text)) != napi_ok ||
-      (s = napi_set_named_property(env, e, "message", text)) != napi_ok ||
+  if ((s = uvcuda_napi__error_msg(env, err, msg, &e)) != napi_ok ||
       (s = napi_throw(env, e)) != napi_ok)
     return s;
   return napi_pending_exception;
@@ -543,7 +599,8 @@ static int convert_result(napi_env env, uvcuda_napi_convert_cb convert, void *da
     napi_create_string_utf8(env, "ERR_UVCUDA_CONVERT", NAPI_AUTO_LENGTH, &code);
     napi_create_string_utf8(env, "converting the result of the GPU work failed",
                             NAPI_AUTO_LENGTH, &msg);
-    napi_create_error(env, code, msg, out);
+    if (napi_create_error(env, code, msg, out) == napi_ok)
+      uvcuda_napi__show_code(env, *out);
     return 0;
   }
   if (value == NULL) napi_get_undefined(env, &value);

@@ -31,6 +31,34 @@ test('bad arguments of a Promise method reject (nothing is thrown)', async () =>
   await rejects(() => s.launch(k.add, 1, 1, [m, -1, 1]), rangeError);
 });
 
+test('errors print their code as Node core\'s do: `Name [CODE]: message`', async () => {
+  const caught = (f) => { try { f(); } catch (e) { return e; } return assert.fail('did not throw'); };
+  // Node's own, for the shape.
+  const core = caught(() => require('node:fs').readFileSync({}));
+  assert.match(String(core), /^TypeError \[ERR_INVALID_ARG_TYPE\]: /);
+  const s2 = dev.createStream();
+  s2.destroy();
+  const errors = {
+    'thrown, ERR_INVALID_ARG_TYPE': caught(() => dev.alloc('8')),
+    'thrown, ERR_OUT_OF_RANGE': caught(() => dev.alloc(-1)),
+    'thrown, UVCUDA_ECLOSING': caught(() => s2.beginCapture()),
+    'rejected, ERR_INVALID_ARG_TYPE': await s.copyToDevice(m, 'x').catch((e) => e),
+    'rejected, UVCUDA_ECLOSING': await s2.fence().catch((e) => e),
+    'rejected by the wrapper, options': await s.fence(42, 43).catch((e) => e),
+    'rejected by the wrapper, signal': await s.fence({ signal: 1 }).catch((e) => e),
+    'thrown, a uvcuda code': caught(() => uvcuda.configure({ completion: 'nope' })),
+  };
+  for (const [label, e] of Object.entries(errors)) {
+    assert.ok(e instanceof Error, label);
+    assert.equal(typeof e.code, 'string', label);
+    const shown = `${e.name} [${e.code}]: ${e.message}`;
+    assert.equal(String(e), shown, label);
+    assert.equal(e.stack.split('\n')[0], shown, label);
+    assert.doesNotMatch(e.name, /\[/, `${label}: name ${e.name}`);
+    assert.ok(!Object.keys(e).includes('toString'), `${label}: toString enumerable`);
+  }
+});
+
 test('Device and allocation arguments', () => {
   assert.throws(() => new uvcuda.Device(99), rangeError);
   assert.throws(() => new uvcuda.Device(-1), rangeError);
