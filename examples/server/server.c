@@ -1486,13 +1486,15 @@ int main(int argc, char **argv) {
   if (S.ul_stats.started > 0)
     fprintf(stderr,
             "uvcuda-server: futures: %llu started, %llu seen spinning, %llu by "
-            "the reactor, %llu by host functions; %llu reactor wakeups; "
+            "the reactor, %llu by host functions, %llu by polling; %llu "
+            "reactor wakeups; "
             "adaptive: %llu predicted (%llu hit, %llu early, %llu late), %llu "
             "pre-wakes; %.1f ms spinning\n",
             (unsigned long long)S.ul_stats.started,
             (unsigned long long)S.ul_stats.completed_spin,
             (unsigned long long)S.ul_stats.completed_reactor,
             (unsigned long long)S.ul_stats.completed_hostfn,
+            (unsigned long long)S.ul_stats.completed_poll,
             (unsigned long long)S.ul_stats.reactor_wakeups,
             (unsigned long long)S.ul_stats.predicted,
             (unsigned long long)S.ul_stats.predict_hit,
