@@ -37,7 +37,9 @@
  * Env teardown (worker exit, main-thread exit, not process.exit() on the
  * main thread, which runs no cleanup): the helper's async cleanup hook
  * closes every pending future (their `release` runs with UVCUDA_ECANCELED;
- * their promises are left unsettled, since JS may no longer run), then
+ * their promises are left unsettled, since JS may no longer run, and each
+ * keeps its napi_deferred, a few bytes and a handle: Node-API frees one
+ * only when it settles), then
  * closes the loop context. Nothing waits for the GPU: a worker with a long
  * kernel pending ends at once, and the cancelled work goes on running. So
  * a `release` with UVCUDA_ECANCELED must not free what that work still
@@ -51,7 +53,10 @@
  * reads as closing (uvcuda_napi_closing nonzero), uvcuda_napi_get_data
  * gives the data inside its own finalizer and NULL after it, and
  * uvcuda_napi_await*, _loop, _configure and _set_data return
- * napi_generic_failure with nothing thrown (JS can't run any more).
+ * napi_generic_failure with nothing thrown (JS can't run any more) and
+ * their outputs NULL; _set_data does not take the data (it stays yours).
+ * This holds in every finalizer, whether Node runs it before or after the
+ * uvcuda_napi_set_data one.
  *
  * Unloading: Node dlclose()s an addon once the last worker that loaded it
  * ends (nodejs/node#25577) while uvcuda's threads and CUDA host functions
@@ -74,10 +79,19 @@ extern "C" {
 #endif
 
 /* Puts work on `stream`; runs inside uvcuda_napi_await*, on the JS thread,
- * with the stream's CUDA context current. Returns 0, a negative uvcuda
- * error or a positive CUresult (`return cuLaunchKernel(...);`); an error
- * rejects the promise (later, never from inside the await call). Must not
- * call into JS or start, close or await futures. */
+ * with the stream's CUDA context current (for the default streams, NULL,
+ * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, that is the context current
+ * on the JS thread: with none, the promise rejects
+ * CUDA_ERROR_INVALID_CONTEXT). Returns 0, a negative uvcuda error or a
+ * positive CUresult (`return cuLaunchKernel(...);`); an error rejects the
+ * promise (later, never from inside the await call). Return no
+ * UVCUDA_ECANCELED: `release` would get the status of a teardown. Must not
+ * call into JS or start, close or await futures (a nested await is not
+ * detected). Copies between the device and pageable memory (a JS Buffer's
+ * bytes) are synchronous in CUDA: the call waits for the work queued
+ * before it on the stream, blocking the JS thread; copy through pinned
+ * memory (cuMemHostAlloc, cuMemHostRegister) and into the JS bytes in
+ * `convert`, as the uvcuda package does. */
 typedef int (*uvcuda_napi_enqueue_cb)(uvcuda_stream_t stream, void *data);
 
 /* Makes the value the promise resolves with, once the work is done. Runs on
@@ -127,7 +141,7 @@ typedef struct uvcuda_napi_await_s {
  *
  * Returns napi_ok; otherwise nothing was started, *promise is NULL, a JS
  * exception is pending (the uvcuda error when the driver cannot be loaded,
- * the env is tearing down, a TypeError ERR_INVALID_ARG_TYPE for a `keep`
+ * a TypeError ERR_INVALID_ARG_TYPE for a `keep`
  * value that is not an object or function, ...), `release` will not be
  * called and `data` is still yours. A NULL env, req or promise is
  * napi_invalid_arg with nothing thrown, as in Node-API itself; so is a
@@ -147,15 +161,17 @@ napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *req,
  * (napi_get_uv_event_loop); it is closed at env teardown, never by you.
  * Use it for uvcuda_loop_stats or to run uvcuda futures of your own (close
  * them before env teardown completes: an open future keeps the teardown
- * waiting). On failure (driver not loadable: UVCUDA_ENODRIVER, ...; env
- * tearing down: UVCUDA_ECLOSING) a JS exception is pending and the status
- * is napi_pending_exception. */
+ * waiting). On failure *loop is NULL: the driver not loadable
+ * (UVCUDA_ENODRIVER, ...) leaves a JS exception pending and the status
+ * napi_pending_exception; the env tearing down (uvcuda_napi_closing) is
+ * napi_generic_failure with nothing thrown. */
 napi_status uvcuda_napi_loop(napi_env env, uvcuda_loop_t **loop);
 
 /* Options for the env's loop context, taken when it is created. Call before
  * the first await / uvcuda_napi_loop of this env; after that it throws an
  * Error with code 'EBUSY' (UVCUDA_EBUSY is libuv's UV_EBUSY, and named so)
- * saying so. Bad options are reported when the context is created. */
+ * saying so. Bad options are reported when the context is created, by an
+ * Error naming the option (or the environment variable) and its value. */
 napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts);
 
 /* An Error for a uvcuda error code: message uvcuda_strerror(err) (and, for
@@ -163,7 +179,9 @@ napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts);
  * ("CUDA_ERROR_ILLEGAL_ADDRESS", "UVCUDA_ECAPTURING", "ECANCELED"),
  * `errno` err (a negative number) and, for CUDA driver results,
  * `cudaResult` (the CUresult). It prints as Node core's errors do,
- * `Error [CODE]: message` (its stack's first line and String(err)). */
+ * `Error [CODE]: message` (its stack's first line and String(err)). err
+ * is a negative uvcuda code (0 or a positive number gives what
+ * uvcuda_err_name says of it: 'OK', 'Unknown system error'). */
 napi_status uvcuda_napi_create_error(napi_env env, int err, napi_value *error);
 
 /* Throws uvcuda_napi_create_error(err). Returns napi_pending_exception on
@@ -183,7 +201,9 @@ napi_status uvcuda_napi_set_data(napi_env env, void *data, napi_finalize finaliz
 napi_status uvcuda_napi_get_data(napi_env env, void **data);
 
 /* Nonzero once env teardown has started (the helper's cleanup hook ran):
- * from then on no promise settles and awaits throw UVCUDA_ECLOSING. */
+ * from then on no promise settles, JS can't run, and uvcuda_napi_await*,
+ * _loop, _configure and _set_data return napi_generic_failure with nothing
+ * thrown. */
 int uvcuda_napi_closing(napi_env env);
 
 /* Counters of the env's helper (zero before first use). */

@@ -168,6 +168,7 @@ static napi_status create_error(napi_env env, int err, const char *why,
   const char *detail = why;
 
   if (env == NULL || error == NULL) return napi_invalid_arg;
+  *error = NULL;
   if (off_thread(env)) return napi_generic_failure;
   if (detail == NULL && is_load_error(err)) detail = uvcuda_driver_dlerror();
   if (detail != NULL)
@@ -341,17 +342,48 @@ static const char *env_culprit(const uvcuda_options_t *in) {
   return NULL;
 }
 
-/* uvcuda_napi_throw, naming the environment variable at fault, if any. */
+/* The first field of the options passed to uvcuda_napi_configure whose
+ * default makes them valid (its value into *v), else NULL. */
+static const char *field_culprit(const uvcuda_options_t *in, long long *v) {
+  struct uvcuda__opts r;
+  uvcuda_options_t o;
+#define TRY(f, dflt)                                                    \
+  o = *in;                                                              \
+  o.f = dflt;                                                           \
+  if (in->f != (dflt) && uvcuda__opts_resolve(&o, &r) == 0) {           \
+    *v = (long long)in->f;                                              \
+    return #f;                                                          \
+  }
+  TRY(completion, UVCUDA_COMPLETION_DEFAULT)
+  TRY(spin_budget_us, -1)
+  TRY(probe_interval_us, -1)
+  TRY(reactor_spin_us, -1)
+  TRY(reactor_yield_us, -1)
+  TRY(reactor_sleep_max_us, -1)
+  TRY(flags, 0u)
+#undef TRY
+  return NULL;
+}
+
+/* uvcuda_napi_throw, naming the environment variable or the option at
+ * fault, if any. */
 static napi_status throw_opts_error(napi_env env, int err, const uvcuda_options_t *in) {
   char msg[256];
-  const char *var = NULL;
+  const char *var = NULL, *field = NULL;
+  long long v = 0;
   napi_value e;
   napi_status s;
 
   if (err == UVCUDA_EINVAL || err == UVCUDA_ESTRATEGY) var = env_culprit(in);
-  if (var == NULL) return uvcuda_napi_throw(env, err);
-  snprintf(msg, sizeof(msg), "%s: $%s is '%.64s'", uvcuda_strerror(err), var,
-           getenv(var));
+  if (var == NULL && in != NULL && (err == UVCUDA_EINVAL || err == UVCUDA_ESTRATEGY))
+    field = field_culprit(in, &v);
+  if (var == NULL && field == NULL) return uvcuda_napi_throw(env, err);
+  if (var != NULL)
+    snprintf(msg, sizeof(msg), "%s: $%s is '%.64s'", uvcuda_strerror(err), var,
+             getenv(var));
+  else
+    snprintf(msg, sizeof(msg), "%s: the option %s is %lld (uvcuda_options_t, see "
+             "uvcuda.h for its range)", uvcuda_strerror(err), field, v);
   if ((s = uvcuda_napi__error_msg(env, err, msg, &e)) != napi_ok ||
       (s = napi_throw(env, e)) != napi_ok)
     return s;
@@ -390,11 +422,11 @@ napi_status uvcuda_napi_loop(napi_env env, uvcuda_loop_t **loop) {
   int err;
 
   if (loop == NULL) return napi_invalid_arg;
+  *loop = NULL;
   if ((s = state_get(env, &st)) != napi_ok) return s;
-  /* In the env's finalizers nothing can be thrown any more. */
-  if (st->closing)
-    return dead_of(env) == st ? napi_generic_failure
-                              : uvcuda_napi_throw(env, UVCUDA_ECLOSING);
+  /* From the cleanup hook on, JS can't run: nothing can be thrown (a
+   * napi_wrap finalizer runs before the instance data's). */
+  if (st->closing) return napi_generic_failure;
   if (!st->ul_ready) {
     if ((s = napi_get_uv_event_loop(env, &uv)) != napi_ok) return s;
     err = uvcuda_loop_init(uv, &st->ul, st->have_opts ? &st->opts : NULL);
@@ -418,8 +450,7 @@ napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts) {
   napi_status s;
 
   if ((s = state_get(env, &st)) != napi_ok) return s;
-  if (dead_of(env) == st) return napi_generic_failure; /* finalized */
-  if (st->closing) return uvcuda_napi_throw(env, UVCUDA_EBUSY);
+  if (st->closing) return napi_generic_failure; /* JS can't run: no throw */
   if (st->ul_ready)
     return throw_why(env, UVCUDA_EBUSY,
                      "configure before the first awaited call of this thread: "
@@ -438,8 +469,9 @@ napi_status uvcuda_napi_set_data(napi_env env, void *data, napi_finalize finaliz
   struct napi_state *st = NULL;
   napi_status s;
   if ((s = state_get(env, &st)) != napi_ok) return s;
-  /* Nothing would finalize it any more. */
-  if (st->finalized) return napi_generic_failure;
+  /* Tearing down: the data would be finalized late or never; it stays the
+   * caller's. */
+  if (st->closing) return napi_generic_failure;
   st->user_data = data;
   st->user_finalize = finalize;
   st->user_hint = hint;
@@ -469,6 +501,7 @@ napi_status uvcuda_napi_stats(napi_env env, uvcuda_napi_stats_t *stats) {
   struct napi_state *st = NULL;
   napi_status s;
   if (stats == NULL) return napi_invalid_arg;
+  memset(stats, 0, sizeof(*stats));
   if ((s = state_get(env, &st)) != napi_ok) return s;
   *stats = st->stats;
   return napi_ok;

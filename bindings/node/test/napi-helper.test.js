@@ -129,6 +129,40 @@ test('helper calls from the env finalizers see a closing env, never a fresh one'
   }
 });
 
+// A napi_wrap made after the helper's state is finalized before the
+// set_data finalizer, with the instance data still set: the helper tried
+// to throw there (Node refuses: JS can't run) and answered
+// napi_pending_exception (10) with nothing pending, and set_data took data
+// nothing would finalize. napi.h: napi_generic_failure (9), nothing thrown.
+test('helper calls from a napi_wrap finalizer at teardown: napi_generic_failure, nothing thrown', {
+  skip: noTeardownAddon,
+}, async () => {
+  const res = await runChild(`
+    const t = require(process.env.UVCUDA_NAPI_TEARDOWN_ADDON);
+    t.initData().then(() => {}, () => {});
+    globalThis.late = t.wrapLate();`);
+  assert.equal(res.status, 0, `${res.signal} ${res.stderr}`);
+  const line = res.stdout.split('\n').find((l) => l.startsWith('late-wrap-finalizer'));
+  assert.equal(line, 'late-wrap-finalizer await=9 promise=null loop=9 ul=null configure=9 ' +
+    'set_data=9 pending=0', res.stdout);
+});
+
+// Options given to uvcuda_napi_configure out of range were reported, when
+// the context was made, as a bare "invalid argument"; the environment's
+// were named. Now the option is too.
+test('a bad option given to uvcuda_napi_configure is named', {
+  skip: noTeardownAddon,
+}, async () => {
+  const res = await runChild(`
+    const t = require(process.env.UVCUDA_NAPI_TEARDOWN_ADDON);
+    const e = t.badSpin();
+    console.log(JSON.stringify({ code: e.code, message: e.message }));`);
+  assert.equal(res.status, 0, `${res.signal} ${res.stderr}`);
+  const { code, message } = JSON.parse(res.stdout);
+  assert.equal(code, 'EINVAL');
+  assert.match(message, /spin_budget_us is 2000000/);
+});
+
 test('await_ex with a keep value Node-API cannot hold: a TypeError, no promise', {
   skip: noTeardownAddon,
 }, () => {
@@ -154,7 +188,8 @@ test('helper calls from another thread are refused, never enter V8', {
     console.log(JSON.stringify(t.fromThread()));`);
   assert.equal(res.status, 0, `${res.signal} ${res.stderr}`);
   assert.deepEqual(JSON.parse(res.stdout), {
-    await: 9, promiseCleared: 1, loop: 9, configure: 9, stats: 9,
-    getData: 9, dataCleared: 1, setData: 9, createError: 9, throw: 9, closing: 1,
+    await: 9, promiseCleared: 1, loop: 9, loopCleared: 1, configure: 9, stats: 9,
+    getData: 9, dataCleared: 1, setData: 9, createError: 9, errorCleared: 1,
+    throw: 9, closing: 1,
   });
 });
