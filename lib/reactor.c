@@ -11,8 +11,8 @@
  * first loop that needs it, retired when the last one detaches: joined
  * then, unless it is inside a driver call, which can block for as long as
  * another thread holds the driver (a module's JIT: seconds). Such a thread
- * ends on its own once the call returns, and a later attach or detach
- * joins it; nobody waits for it.
+ * is detached instead and ends on its own once the call returns; nobody
+ * waits for it.
  *
  * Driver calls (the probes) run outside the lock: a driver call can block,
  * and loop threads take this lock to arm. */
@@ -34,14 +34,13 @@ static pthread_mutex_t mu;
 static pthread_cond_t cond;
 /* A reactor thread. `cur` is the one serving the clients; a retired one
  * touches nothing shared once it sees that it is no longer `cur` (checked
- * under mu after every wait and driver call), sets `done` and returns. */
+ * under mu after every wait and driver call) and returns. */
 struct rthread {
   uv_thread_t t;
   int in_driver; /* its probes' driver calls, mu dropped */
-  int done;
-  struct rthread *next;
+  int detached;  /* retired there: it frees itself */
 };
-static struct rthread *cur, *retired;
+static struct rthread *cur;
 static int parked;
 /* sleeping: in a timed wait of the back-off (not parked); kicked: a counter
  * was armed since the last pass. An arm restarts the back-off: new work is
@@ -231,7 +230,7 @@ static void reactor_main(void *arg) {
   uint64_t last_progress, next_probe, now, spin, yield, sleep_max, probe_ns;
   uint64_t sleep_ns = 0;
   plist_t pl = {NULL, 0, 0};
-  int mem, any;
+  int mem, any, self_free;
 
 #if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "uvcuda-reactor"); /* top -H, gdb */
@@ -287,34 +286,10 @@ static void reactor_main(void *arg) {
       timed_wait(me, sleep_ns);
     }
   }
-  me->done = 1; /* retired in a driver call: a later attach or detach joins it */
+  self_free = me->detached; /* else its joiner frees it */
   pthread_mutex_unlock(&mu);
   free(pl.v);
-}
-
-/* Takes the retired threads that are done off the list. Caller holds mu;
- * joins them after dropping it (each has returned or is returning). */
-static struct rthread *take_done(void) {
-  struct rthread **pp = &retired, *done = NULL, *t;
-  while ((t = *pp) != NULL) {
-    if (!t->done) {
-      pp = &t->next;
-      continue;
-    }
-    *pp = t->next;
-    t->next = done;
-    done = t;
-  }
-  return done;
-}
-
-static void join_done(struct rthread *t) {
-  while (t != NULL) {
-    struct rthread *next = t->next;
-    uv_thread_join(&t->t);
-    free(t);
-    t = next;
-  }
+  if (self_free) free(me);
 }
 
 int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
@@ -325,7 +300,6 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   uvcuda__queue_init(&c->fired);
   uvcuda__queue_init(&c->node); /* not a client until listen */
   atomic_init(&c->rang, 0);
-  struct rthread *done;
   lock_loopside();
   /* No reactor (the last loop left, its thread retired or still ending):
    * start one here, so that a refusal is this attach's error and never a
@@ -344,9 +318,7 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
     }
   }
   if (err == 0) users++;
-  done = take_done();
   pthread_mutex_unlock(&mu);
-  join_done(done);
   return err;
 }
 
@@ -361,7 +333,7 @@ static void unwatch_all(struct uvcuda__queue *h) {
 }
 
 void uvcuda__reactor_detach(struct uvcuda__rclient *c) {
-  struct rthread *done, *join = NULL;
+  struct rthread *join = NULL;
 
   lock_loopside();
   unwatch_all(&c->armed);
@@ -371,25 +343,24 @@ void uvcuda__reactor_detach(struct uvcuda__rclient *c) {
   /* The last one retires the thread: from here it never touches a client
    * (it sees it is not `cur` under mu first). Parked, sleeping or between
    * passes it ends in µs and is joined here; inside a driver call it is
-   * left to end on its own, so that no close waits for the driver. */
+   * detached and left to end on its own (and free itself), so that no
+   * close waits for the driver. */
   if (--users == 0 && cur != NULL) {
     join = cur;
     cur = NULL;
     kicked = sleeping = parked = 0;
     pthread_cond_broadcast(&cond);
     if (join->in_driver) {
-      join->next = retired;
-      retired = join;
+      join->detached = 1;
+      pthread_detach(join->t);
       join = NULL;
     }
   }
-  done = take_done();
   pthread_mutex_unlock(&mu);
   if (join != NULL) {
     uv_thread_join(&join->t);
     free(join);
   }
-  join_done(done);
 }
 
 void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c) {
