@@ -166,7 +166,7 @@ static void take_probes(plist_t *pl, const struct uvcuda__queue *h) {
 }
 
 /* Probes each context of a watched counter once. Caller holds mu; the
- * driver calls run without it (records live until exit). */
+ * driver calls run without it (each record is referenced for the round). */
 static void probe(struct rthread *me, plist_t *pl, uint64_t now,
                   uint64_t interval) {
   struct uvcuda__queue *cq;
