@@ -32,6 +32,13 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
  * phase, takes it every pass; a short spin beats a futex sleep. */
 static pthread_mutex_t mu;
 static pthread_cond_t cond;
+/* This round's contexts, the thread's own: a retired thread still in its
+ * driver calls holds its list while the next thread makes one. */
+typedef struct {
+  struct uvcuda__context **v;
+  size_t n, cap;
+} plist_t;
+
 /* A reactor thread. `cur` is the one serving the clients; a retired one
  * touches nothing shared once it sees that it is no longer `cur` (checked
  * under mu after every wait and driver call) and returns. */
@@ -39,6 +46,8 @@ struct rthread {
   uv_thread_t t;
   int in_driver; /* its probes' driver calls, mu dropped */
   int detached;  /* retired there: it frees itself */
+  plist_t pl;    /* here, not on its stack: reachable from `cur` (valgrind
+                    in a child forked after the load sees no other thread) */
 };
 static struct rthread *cur;
 static int parked;
@@ -140,13 +149,6 @@ static int scan(void) {
   return fired;
 }
 
-/* This round's contexts, the thread's own: a retired thread still in its
- * driver calls holds its list while the next thread makes one. */
-typedef struct {
-  struct uvcuda__context **v;
-  size_t n, cap;
-} plist_t;
-
 static void take_probes(plist_t *pl, const struct uvcuda__queue *h) {
   const struct uvcuda__queue *q;
   uvcuda__queue_foreach(q, h) {
@@ -229,7 +231,6 @@ static void reactor_main(void *arg) {
   struct rthread *me = arg;
   uint64_t last_progress, next_probe, now, spin, yield, sleep_max, probe_ns;
   uint64_t sleep_ns = 0;
-  plist_t pl = {NULL, 0, 0};
   int mem, any, self_free;
 
 #if defined(__GLIBC__)
@@ -262,7 +263,7 @@ static void reactor_main(void *arg) {
     }
     now = uv_hrtime();
     if (now >= next_probe) {
-      probe(me, &pl, now, probe_ns);
+      probe(me, &me->pl, now, probe_ns);
       next_probe = now + probe_ns;
       continue; /* mu was dropped: look at the clients again */
     }
@@ -288,7 +289,7 @@ static void reactor_main(void *arg) {
   }
   self_free = me->detached; /* else its joiner frees it */
   pthread_mutex_unlock(&mu);
-  free(pl.v);
+  free(me->pl.v);
   if (self_free) free(me);
 }
 
