@@ -35,7 +35,6 @@ struct napi_state {
   int ul_ready;       /* uvcuda_loop_init succeeded */
   int ul_closed;      /* its close_cb ran */
   int closing;        /* teardown started */
-  int finalized;      /* its instance data was finalized (user data gone) */
   int have_opts;
   uvcuda_options_t opts;
   napi_async_cleanup_hook_handle hook;
@@ -269,7 +268,6 @@ static void state_finalize(napi_env env, void *data, void *hint) {
   if (st->user_finalize) st->user_finalize(env, st->user_data, st->user_hint);
   st->user_finalize = NULL;
   st->user_data = NULL;
-  st->finalized = 1;
   if (!dead_key_ok) dead_free(st); /* no key: as before, freed now */
 }
 
