@@ -61,20 +61,22 @@ static void wrap_late_fin(napi_env env, void *data, void *hint) {
   fflush(stdout);
 }
 
-static napi_value wrap_late(napi_env env, napi_callback_info info) {
+/* A new object wrapped with `fin` as its finalizer. */
+static napi_value wrapped(napi_env env, napi_finalize fin) {
   napi_value o;
-  (void)info;
   napi_create_object(env, &o);
-  napi_wrap(env, o, &marker, wrap_late_fin, NULL, NULL);
+  napi_wrap(env, o, &marker, fin, NULL, NULL);
   return o;
 }
 
-static napi_value wrap_early(napi_env env, napi_callback_info info) {
-  napi_value o;
+static napi_value wrap_late(napi_env env, napi_callback_info info) {
   (void)info;
-  napi_create_object(env, &o);
-  napi_wrap(env, o, &marker, wrap_fin, NULL, NULL);
-  return o;
+  return wrapped(env, wrap_late_fin);
+}
+
+static napi_value wrap_early(napi_env env, napi_callback_info info) {
+  (void)info;
+  return wrapped(env, wrap_fin);
 }
 
 static napi_value init_data(napi_env env, napi_callback_info info) {
