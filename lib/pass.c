@@ -27,12 +27,33 @@ static void idle_set(struct uvcuda__loop *l, int on) {
   }
 }
 
+/* While the idle handle runs the loop never sleeps, so the reactor leaves
+ * its news in rc.held, read every pass, rather than ringing (reactor.h):
+ * the ring's eventfd read and extra pass were a µs or two of loop CPU per
+ * pre-woken future. Stopping it, news left just before the reactor saw
+ * `polling` cleared gets one more pass. */
+static int keep_polling(struct uvcuda__loop *l, int busy) {
+  if (!l->reactor_attached) return busy;
+  if (busy) {
+    if (!atomic_load_explicit(&l->rc.polling, memory_order_relaxed))
+      atomic_store(&l->rc.polling, 1);
+    return 1;
+  }
+  if (!atomic_load_explicit(&l->rc.polling, memory_order_relaxed)) return 0;
+  atomic_store(&l->rc.polling, 0);
+  if (!atomic_load(&l->rc.held)) return 0;
+  atomic_store(&l->rc.polling, 1);
+  return 1;
+}
+
 void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
   int want_ref;
   if (l->port == NULL) return; /* closing: the handles are being closed */
-  idle_set(l, uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
-                  !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
-                  (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0));
+  idle_set(l, keep_polling(
+                  l, uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
+                         !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
+                         (l->opts.completion == UVCUDA_COMPLETION_POLL &&
+                          l->nactive > 0)));
   /* Only pending futures keep the loop alive (as libuv's own requests). */
   want_ref = l->nactive > 0;
   if (want_ref != l->async_ref) {
@@ -177,13 +198,16 @@ static int parked(struct uvcuda__loop *l) {
   return 1;
 }
 
-static void on_async(uv_async_t *h) {
-  struct uvcuda__loop *l = loop_of(h, async);
+/* What the reactor and the host functions left: their timelines are
+ * harvested (an async wakeup, or the reactor's news seen by a pass). */
+static void take_news(struct uvcuda__loop *l) {
   struct uvcuda__queue fired, done, *q;
 
-  if (parked(l)) return;
   if (atomic_exchange_explicit(&l->rc.rang, 0, memory_order_relaxed))
     l->stats.reactor_wakeups++;
+  /* Before the fired queue: what fires after it is taken rings or sets
+   * `held` again. */
+  atomic_exchange(&l->rc.held, 0);
   uvcuda__queue_init(&done);
   uvcuda__port_drain(l->port, &done);
   if (!uvcuda__queue_empty(&done)) l->stats.hostfn_wakeups++;
@@ -206,6 +230,13 @@ static void on_async(uv_async_t *h) {
   /* The timelines this wakeup concerns, not every one the loop has. */
   uvcuda__queue_foreach(q, &l->tls.touched)
       uvcuda__tl_harvest(&l->tls, tl_of_touch(q), UVCUDA__SEEN_WAKE);
+}
+
+static void on_async(uv_async_t *h) {
+  struct uvcuda__loop *l = loop_of(h, async);
+
+  if (parked(l)) return;
+  take_news(l);
   after_pass(l);
 }
 
@@ -234,6 +265,8 @@ static void on_idle(uv_idle_t *h) {
   uvcuda__spin_pass(&l->spin, &l->tls, now, l->opts.probe_interval_ns);
   uvcuda__adapt_pass(&l->adapt, &l->tls, now);
   if (l->opts.completion == UVCUDA_COMPLETION_POLL) poll_active(l, now);
+  /* After its own polls: what the loop found itself it counts as such. */
+  if (atomic_load_explicit(&l->rc.held, memory_order_relaxed)) take_news(l);
   after_pass(l);
   l->spin_last_ns =
       uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ? now : 0;

@@ -113,6 +113,8 @@ static inline void cpu_relax(void) {
 #define watch_of(q) uvcuda__queue_data(q, struct uvcuda__watch, node)
 
 static void ring(struct uvcuda__rclient *c) {
+  atomic_store(&c->held, 1);
+  if (atomic_load(&c->polling)) return; /* it looks at `held` next pass */
   atomic_store_explicit(&c->rang, 1, memory_order_relaxed);
   uv_async_send(c->async); /* under mu: a loop detaches under mu first */
 }
@@ -301,6 +303,8 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   uvcuda__queue_init(&c->fired);
   uvcuda__queue_init(&c->node); /* not a client until listen */
   atomic_init(&c->rang, 0);
+  atomic_init(&c->held, 0);
+  atomic_init(&c->polling, 0);
   lock_loopside();
   /* No reactor (the last loop left, its thread retired or still ending):
    * start one here, so that a refusal is this attach's error and never a

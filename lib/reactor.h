@@ -20,6 +20,13 @@ struct uvcuda__rclient {
   struct uvcuda__queue probed; /* host-function watches: contexts to probe */
   struct uvcuda__queue fired;  /* passed; the loop takes them when rung */
   uv_async_t *async;
+  /* held: the reactor has news for the loop (a watch fired, a fault).
+   * polling: the loop's idle handle runs, so the loop looks at `held`
+   * every pass; the reactor then writes no eventfd (uv_async_send), which
+   * would cost the loop a read and a pass of its own. Both seq_cst: the
+   * loop clears `polling`, then reads `held`; the reactor sets `held`,
+   * then reads `polling`; one of them sees the other. */
+  atomic_int held, polling;
   atomic_int rang; /* the reactor rang since the loop last looked */
   uint64_t spin_ns, yield_ns, sleep_max_ns, probe_ns; /* back-off */
   int timing; /* stamp watches' seen_ns */

@@ -21,6 +21,10 @@
 #                      bench/ab-scaling.sh against the library at OLD_SRC, N
 #                      interleaved rounds (default 2), adaptive off then on
 #   --ab-adaptive      ab-server.sh today vs adaptive only (ROUNDS, default 3)
+#   --ab-adapt=N,TAG:SRC[,TAG:SRC]
+#                      N interleaved rounds of the adapt and delivery sections
+#                      (bench/ab-adapt.sh): this build ("new") against the
+#                      library built from each source tree SRC
 #   --tput[=N]         N rounds (default 2) of the throughput section, adaptive
 #                      off then on
 #   --repeat=N,S[,S]   N rounds of the bench sections named (e.g. adapt,delivery),
@@ -70,6 +74,24 @@ build_old() {
   so=$(LC_ALL=C readelf -d "$B/libuvcuda.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   [ -n "$so" ] && [ ! -e "/tmp/uvcuda-old/$so" ] && ln -s "$real" "/tmp/uvcuda-old/$so"
   touch /tmp/uvcuda-old/.built
+}
+
+# The library at source tree $1 (tests, bench and examples off), once, into
+# $2, under this build's soname (see build_old), for ab-adapt.sh.
+build_lib() {
+  local real so b=$2-build
+  [ -f "$2/.built" ] && return 0
+  rm -rf "$b" "$2"
+  meson setup "$b" "$1" -Dtests=disabled -Dbench=disabled -Dexamples=disabled \
+    --buildtype=release > "$OUT/ab-build.log" 2>&1 &&
+    meson compile -C "$b" >> "$OUT/ab-build.log" 2>&1 ||
+    { tail -20 "$OUT/ab-build.log"; return 1; }
+  mkdir -p "$2"
+  cp -a "$b"/libuvcuda.so* "$2/"
+  real=$(cd "$2" && ls libuvcuda.so.*.*.* | head -1)
+  so=$(LC_ALL=C readelf -d "$B/libuvcuda.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  [ -n "$so" ] && [ ! -e "$2/$so" ] && ln -s "$real" "$2/$so"
+  touch "$2/.built"
 }
 
 # The server A/B of this build with adaptive off (today) and on.
@@ -182,6 +204,21 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
         grep -E "seen -> callback|scaling: uvcuda-auto" "$d/bench.txt" | sed "s/^/adaptive=$A: /"
       done
       ab_adaptive || status=1
+      ;;
+    --ab-adapt=*)
+      # N rounds of the adapt and delivery sections, this build's library
+      # (tag "new") against the libraries at other source trees, interleaved.
+      v=${a#--ab-adapt=}; n=${v%%,*}; libs=(new:"$B")
+      IFS=, read -ra srcs <<< "${v#*,}"
+      for spec in "${srcs[@]}"; do
+        tag=${spec%%:*}
+        build_lib "${spec#*:}" "/tmp/uvcuda-lib-$tag" || { status=1; continue 2; }
+        libs+=("$tag:/tmp/uvcuda-lib-$tag")
+      done
+      DELIVERY=1 bench/ab-adapt.sh "$B" "$OUT/ab-adapt" "$n" "${libs[@]}" > "$OUT/ab-adapt.txt" 2>&1 || status=1
+      for f in "$OUT"/ab-adapt/r*.txt; do
+        grep -E "^  adapt (rep|mixed|bimodal)|^ +floor here|rounds, same path" "$f" | sed "s|^|$(basename "$f" .txt): |"
+      done
       ;;
     --tput*)
       n=${a#--tput}; n=${n#=}; tput_rounds "${n:-2}"

@@ -266,6 +266,64 @@ static void loop_found_completion_is_not_a_wakeup(void **state) {
   tu_fx_close(e);
 }
 
+/* While one future spins (the loop's idle handle runs, so the loop never
+ * sleeps), another, armed, is done: it is delivered as the strategy
+ * delivers it, and the reactor wakes nobody, since a spinning loop looks
+ * at the reactor's news on its own each pass. The budget is the longest
+ * there is (1 s): f[1] still spins when f[0] is delivered. */
+static void a_spinning_loop_is_not_rung(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 2);
+  tu_rec_t *r0 = tu_fx_rec(fx), *r1 = tu_fx_rec(fx);
+  uvcuda_completion_t c = strategy_of(state);
+  uvcuda_stats_t st0, st;
+  CUstream s[2];
+  tu_gate_t g[2];
+  int i;
+
+  for (i = 0; i < 2; i++) {
+    s[i] = tu_stream();
+    tu_gate_init(&g[i]);
+    tu_gate_hold(&g[i], s[i]);
+    TU_OK(uvcuda_future_init(&e->ul, &f[i]));
+  }
+  f[0].data = r0;
+  f[1].data = r1;
+  TU_OK(uvcuda_future_start(&f[0], s[0], NULL, tu_rec_done));
+  wait_armed(e, &f[0]);
+  TU_OK(uvcuda_future_start(&f[1], s[1], NULL, tu_rec_done));
+  st0 = stats_of(e);
+  tu_gate_open(&g[0]);
+  while (r0->calls == 0 && uvcuda_future_state(&f[1]) == UVCUDA_FUTURE_SPINNING)
+    uv_run(&e->uv, UV_RUN_NOWAIT);
+  assert_int_equal(r0->calls, 1);
+  assert_int_equal(r0->status, 0);
+  assert_int_equal(uvcuda_future_state(&f[1]), UVCUDA_FUTURE_SPINNING);
+  st = stats_of(e);
+  assert_int_equal(st.reactor_wakeups, st0.reactor_wakeups);
+  assert_int_equal(st.completed_spin, 0);
+  if (c == UVCUDA_COMPLETION_HOSTFN)
+    assert_int_equal(st.completed_hostfn, 1);
+  else if (c == UVCUDA_COMPLETION_POLL)
+    assert_int_equal(st.completed_poll, 1);
+  else
+    assert_int_equal(st.completed_reactor, 1);
+  tu_gate_open(&g[1]);
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r1->calls, 1);
+  assert_int_equal(r1->status, 0);
+  st = stats_of(e);
+  assert_int_equal(st.completed_spin, 1);
+  assert_int_equal(outcomes(&st), st.started);
+  for (i = 0; i < 2; i++) {
+    close_future(e, &f[i]);
+    tu_stream_destroy(s[i]);
+    tu_gate_free(&g[i]);
+  }
+  tu_fx_close(e);
+}
+
 /* uvcuda_future_timing: the phases are in order, and "seen" is when the
  * strategy's wake source saw the work finish, not when it was started or
  * armed. The work is a gate opened after the future is armed; a future on
@@ -1110,6 +1168,7 @@ static void loops_on_threads(void **state) {
   LOOP(no_spin_goes_straight_to_armed, c, 0),           \
   LOOP(each_callback_counted_once, c, 20),              \
   LOOP(loop_found_completion_is_not_a_wakeup, c, 200000), \
+  LOOP(a_spinning_loop_is_not_rung, c, 1000000),        \
   LOOP(timing_shows_where_latency_went, c, 20),         \
   LOOP(loop_alive_only_while_pending, c, 20),           \
   LOOP(precise_despite_later_work, c, 20),              \
