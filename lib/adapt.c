@@ -80,6 +80,7 @@ static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
     at = 0;
   }
   a->timer_at = at;
+  a->expired = 0; /* set or not, nothing is left to read */
   /* Started once and left so: a disarmed timerfd is never readable, and
    * a start and stop per future cost the loop three syscalls each
    * (libuv's epoll_ctl ADD, refused EEXIST, then MOD). */
@@ -133,11 +134,11 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
     return 1;
   }
   /* Beyond it: armed now, woken `lead` before the end (the wake-up's
-   * own lateness, its spread included, plus two deviations of the work),
+   * own lateness, its spread included, plus a deviation of the work),
    * polled until `margin` after it: from the timer, at most the wake-up's
    * lead plus the spin budget and four deviations (WINDOW_MAX_NS). */
   wake = uvcuda__adapt_wake_lead(a);
-  lead = wake + 2 * p->dev_ns + 2 * US;
+  lead = wake + p->dev_ns + 1 * US;
   f->wake_ns_ = end > t0 + lead ? end - lead : t0;
   f->hot_until_ns_ = end + margin;
   window = budget_ns + 4 * p->dev_ns;
@@ -155,12 +156,13 @@ uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a) {
   if (a->late.n == 0) return LATE_INIT_NS;
   /* The mean alone left a third of 2 ms futures done before the loop
    * looked (H200, run 11): a wake-up after a long sleep varies. */
-  lead = a->late.mean_ns + 4 * a->late.dev_ns;
+  lead = a->late.mean_ns + 2 * a->late.dev_ns;
   return lead < LATE_MAX_NS ? lead : LATE_MAX_NS;
 }
 
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
   struct uvcuda__queue *q;
+  if (a->expired) return; /* read again while left expired: nothing new */
   if (a->timer_at != 0 && now >= a->timer_at) {
     uint64_t late = now - a->timer_at;
     if (late > LATE_MAX_NS) late = LATE_MAX_NS;
@@ -176,9 +178,22 @@ void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
     uvcuda__queue_remove(q);
     uvcuda__queue_insert_tail(&a->hot, q);
   }
-  set_timer(a, uvcuda__queue_empty(&a->pending)
-                   ? 0
-                   : future_of(uvcuda__queue_head(&a->pending))->wake_ns_);
+  if (!uvcuda__queue_empty(&a->pending)) {
+    set_timer(a, future_of(uvcuda__queue_head(&a->pending))->wake_ns_);
+    return;
+  }
+  /* Left expired: the next prediction's set_timer clears it, mostly in
+   * the callback of the future now polled, one syscall per future instead
+   * of two. The loop stays awake meanwhile (readable), as it polls anyway;
+   * uvcuda__adapt_quiet disarms it before the loop could sleep. */
+  if (a->timer_at != 0) {
+    a->timer_at = 0;
+    a->expired = 1;
+  }
+}
+
+void uvcuda__adapt_quiet(struct uvcuda__adapt *a) {
+  if (a->expired) set_timer(a, 0);
 }
 
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
@@ -203,11 +218,17 @@ void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
 static void hit(struct uvcuda__adapt *a) {
   a->stats->predict_hit++;
   a->backoff = 0;
+  a->early_run = 0;
 }
 
-/* The next a->backoff predictions are left out: 1, 2, 4 ... BACKOFF_MAX. */
+/* From the second early one in a row, the next a->backoff predictions are
+ * left out: 1, 2, 4 ... BACKOFF_MAX. One early among hits is the spread of
+ * the work or of the wake-up (a few % with the lead's margin, H100 run
+ * 19), and the fixed budget it would send the next future to costs a
+ * spin of the whole budget. */
 static void early(struct uvcuda__adapt *a) {
   a->stats->predict_early++;
+  if (++a->early_run < 2) return;
   a->backoff = a->backoff == 0 ? 1 : a->backoff * 2;
   if (a->backoff > BACKOFF_MAX) a->backoff = BACKOFF_MAX;
   a->skip = a->backoff;

@@ -31,9 +31,11 @@ struct uvcuda__adapt {
   int fd; /* timerfd, -1: none */
   uv_poll_t poll;
   int poll_on;
-  uint64_t timer_at;            /* the timerfd's expiry, 0: disarmed */
+  uint64_t timer_at;            /* the timerfd's expiry, 0: none due */
+  int expired;                  /* fired and left so (readable) */
   struct uvcuda__predict late;  /* how late the wake-ups run */
   uint32_t skip, backoff; /* predictions left out after early ones */
+  uint32_t early_run;     /* early ones in a row */
   struct uvcuda__queue pending; /* PENDING futures by wake time */
   struct uvcuda__queue hot;     /* HOT futures */
   uvcuda_stats_t *stats;
@@ -60,8 +62,11 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
 /* How long before a predicted end the loop is woken for the wake-up
  * itself: the lateness seen so far, mean + 4 deviations, 200 µs at most. */
 uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a);
-/* The timer fired (pass.c's poll callback): the futures due become HOT. */
+/* The timer fired (pass.c's poll callback): the futures due become HOT.
+ * With none pending after them the timer is left expired (readable). */
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
+/* The loop may sleep next (pass.c): disarms a timer left expired. */
+void uvcuda__adapt_quiet(struct uvcuda__adapt *a);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
                         uint64_t now);

@@ -47,13 +47,13 @@ static int keep_polling(struct uvcuda__loop *l, int busy) {
 }
 
 void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
-  int want_ref;
+  int want_ref, busy;
   if (l->port == NULL) return; /* closing: the handles are being closed */
-  idle_set(l, keep_polling(
-                  l, uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
-                         !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
-                         (l->opts.completion == UVCUDA_COMPLETION_POLL &&
-                          l->nactive > 0)));
+  busy = uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
+         !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
+         (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
+  if (!busy) uvcuda__adapt_quiet(&l->adapt);
+  idle_set(l, keep_polling(l, busy));
   /* Only pending futures keep the loop alive (as libuv's own requests). */
   want_ref = l->nactive > 0;
   if (want_ref != l->async_ref) {
@@ -278,6 +278,7 @@ static void on_timer(uv_poll_t *h, int status, int events) {
   uint64_t now = uv_hrtime();
   (void)status, (void)events;
   if (parked(l)) return;
+  if (l->adapt.expired) return; /* left readable (adapt.h): the idle pass polls */
   uvcuda__adapt_fire(&l->adapt, now);
   uvcuda__adapt_pass(&l->adapt, &l->tls, now);
   after_pass(l);

@@ -702,7 +702,8 @@ static void loop_close_never_waits_for_the_device(void **state) {
 }
 
 /* The pre-wake's lead for the wake-up itself: wake-ups that vary around
- * the same mean lead by more than steady ones, and a stalled loop never
+ * the same mean lead by more than steady ones (their mean plus two
+ * deviations), and a stalled loop never
  * teaches more than 200 µs. (With the mean alone, a third of the H200's
  * 2 ms futures were done before the loop looked.) The timer's expiry and
  * the wake-up times are fed in by hand: no clock, no loop. */
@@ -714,7 +715,8 @@ static uint64_t lead_after(const uint64_t *late, int n, int rounds) {
   memset(&st, 0, sizeof(st));
   assert_int_equal(uvcuda__adapt_init(&a, NULL, 0, &st, NULL), 0);
   for (i = 0; i < n * rounds; i++) {
-    a.timer_at = at;
+    a.timer_at = at; /* as set_timer leaves it */
+    a.expired = 0;
     uvcuda__adapt_fire(&a, at + late[i % n]);
     at += 2000000u;
   }
@@ -728,8 +730,47 @@ static void prewake_lead_covers_the_spread_of_wakeups(void **state) {
   uint64_t ls = lead_after(steady, 1, 40), lv = lead_after(varied, 2, 20);
   (void)state;
   assert_true(ls >= 30000 && ls <= 31000);
-  assert_true(lv >= ls + 4 * 15000); /* four deviations of ~20 µs */
+  assert_true(lv >= ls + 2 * 15000); /* two deviations of ~20 µs */
   assert_int_equal(lead_after(stalled, 1, 5), 200000);
+}
+
+/* An early prediction (done before the loop looked) among hits is the
+ * spread of the work or of the wake-up, a few % of them: it must not send
+ * the next future to the fixed budget, whose spin costs the whole budget.
+ * Two in a row back off (1, 2, 4 ... predictions left out); a hit ends
+ * it. Outcomes are fed in by hand: no clock, no loop. */
+static void outcome(struct uvcuda__adapt *a, int adapt) {
+  uvcuda_future_t f;
+  memset(&f, 0, sizeof(f));
+  f.adapt_ = adapt;
+  /* On the queue its state puts it on (forget takes it off). */
+  uvcuda__queue_insert_tail(adapt == UVCUDA__ADAPT_HOT ? &a->hot : &a->pending,
+                            &f.pw_node_);
+  uvcuda__adapt_forget(a, &f, 0);
+  assert_true(uvcuda__queue_empty(&a->pending) && uvcuda__queue_empty(&a->hot));
+}
+
+static void one_early_prediction_is_not_backed_off(void **state) {
+  struct uvcuda__adapt a;
+  uvcuda_stats_t st;
+  (void)state;
+  memset(&st, 0, sizeof(st));
+  assert_int_equal(uvcuda__adapt_init(&a, NULL, 0, &st, NULL), 0);
+  outcome(&a, UVCUDA__ADAPT_HOT);
+  outcome(&a, UVCUDA__ADAPT_PENDING); /* early, after a hit */
+  assert_int_equal(a.skip, 0);
+  outcome(&a, UVCUDA__ADAPT_HOT);
+  outcome(&a, UVCUDA__ADAPT_PENDING);
+  assert_int_equal(a.skip, 0);
+  outcome(&a, UVCUDA__ADAPT_PENDING); /* two in a row */
+  assert_int_equal(a.skip, 1);
+  outcome(&a, UVCUDA__ADAPT_PENDING);
+  assert_int_equal(a.skip, 2);
+  outcome(&a, UVCUDA__ADAPT_HOT); /* a hit ends the back-off's growth */
+  outcome(&a, UVCUDA__ADAPT_PENDING);
+  assert_int_equal(a.backoff, 0);
+  assert_int_equal(st.predict_early, 5);
+  assert_int_equal(st.predict_hit, 3);
 }
 
 /* A failed case may have left calls held or failures staged: the next
@@ -936,6 +977,7 @@ int main(void) {
       CASE(loop_close_never_waits_for_the_device, NULL),
       CASE(closing_the_last_loop_never_waits_for_a_stuck_probe, NULL),
       cmocka_unit_test(prewake_lead_covers_the_spread_of_wakeups),
+      cmocka_unit_test(one_early_prediction_is_not_backed_off),
   };
   const struct CMUnitTest child_tests[] = {
       CHILD(host_task_modes_on_13_2, NULL),
