@@ -13,7 +13,7 @@
  * libuv timers tick in ms; a timerfd (CLOCK_MONOTONIC, uv_hrtime's clock,
  * absolute ns) in a uv_poll_t wakes the loop's own epoll within ~µs of the
  * deadline and needs no other thread. `lead` learns how late the wake-ups
- * run: their smoothed mean plus four deviations (predict.h's estimator), so
+ * run: their smoothed mean plus two deviations (predict.h's estimator), so
  * wake-ups that vary, as after a long sleep, start early enough. Linux
  * only. */
 #ifndef UVCUDA_ADAPT_H
@@ -60,7 +60,7 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         uint64_t budget_ns, int alone,
                         uint64_t now);
 /* How long before a predicted end the loop is woken for the wake-up
- * itself: the lateness seen so far, mean + 4 deviations, 200 µs at most. */
+ * itself: the lateness seen so far, mean + 2 deviations, 200 µs at most. */
 uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a);
 /* The timer fired (pass.c's poll callback): the futures due become HOT.
  * With none pending after them the timer is left expired (readable). */
