@@ -4,6 +4,7 @@
  * 77, where there is none). Every case runs under each strategy given. */
 #include "fixture.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +317,71 @@ static void a_spinning_loop_is_not_rung(void **state) {
   st = stats_of(e);
   assert_int_equal(st.completed_spin, 1);
   assert_int_equal(outcomes(&st), st.started);
+  for (i = 0; i < 2; i++) {
+    close_future(e, &f[i]);
+    tu_stream_destroy(s[i]);
+    tu_gate_free(&g[i]);
+  }
+  tu_fx_close(e);
+}
+
+/* A loop embedded as libuv's test-embed.c runs one: poll(2) on
+ * uv_backend_fd for at most uv_backend_timeout, then
+ * uv_run(UV_RUN_NOWAIT). Its futures complete whether they were armed
+ * alone (the fd turns readable), found while another spins (the timeout
+ * is 0), or spun for. Each wait is capped at 10 s: a future whose news
+ * never reaches the fd fails the case instead of hanging it. */
+static void embed_run_until(tu_fx_loop_t *e, const tu_rec_t *r, int calls) {
+  while (r->calls < calls) {
+    struct pollfd p;
+    int t = uv_backend_timeout(&e->uv), capped = t < 0 || t > 10000;
+    p.fd = uv_backend_fd(&e->uv);
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, capped ? 10000 : t) == 0 && capped)
+      fail_msg("10 s without news: %d of %d callbacks", r->calls, calls);
+    uv_run(&e->uv, UV_RUN_NOWAIT);
+  }
+}
+
+static void an_embedded_loop_completes_its_futures(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = tu_fx_loop(state, 0);
+  uvcuda_future_t *f = tu_fx_futures(fx, 2);
+  tu_rec_t *r0 = tu_fx_rec(fx), *r1 = tu_fx_rec(fx);
+  uvcuda_stats_t st;
+  CUstream s[2];
+  tu_gate_t g[2];
+  int i;
+
+  for (i = 0; i < 2; i++) {
+    s[i] = tu_stream();
+    tu_gate_init(&g[i]);
+    TU_OK(uvcuda_future_init(&e->ul, &f[i]));
+  }
+  f[0].data = r0;
+  f[1].data = r1;
+  /* Armed alone, then done: only the fd can tell. */
+  tu_gate_hold(&g[0], s[0]);
+  TU_OK(uvcuda_future_start(&f[0], s[0], NULL, tu_rec_done));
+  wait_armed(e, &f[0]);
+  tu_gate_open(&g[0]);
+  embed_run_until(e, r0, 1);
+  /* Armed, and done while another spins. */
+  tu_gate_hold(&g[0], s[0]);
+  tu_gate_hold(&g[1], s[1]);
+  TU_OK(uvcuda_future_start(&f[0], s[0], NULL, tu_rec_done));
+  wait_armed(e, &f[0]);
+  TU_OK(uvcuda_future_start(&f[1], s[1], NULL, tu_rec_done));
+  tu_gate_open(&g[0]);
+  embed_run_until(e, r0, 2);
+  tu_gate_open(&g[1]);
+  embed_run_until(e, r1, 1);
+  assert_int_equal(r0->status, 0);
+  assert_int_equal(r1->status, 0);
+  st = stats_of(e);
+  assert_int_equal(st.started, 3);
+  assert_int_equal(outcomes(&st), 3);
   for (i = 0; i < 2; i++) {
     close_future(e, &f[i]);
     tu_stream_destroy(s[i]);
@@ -1169,6 +1235,7 @@ static void loops_on_threads(void **state) {
   LOOP(each_callback_counted_once, c, 20),              \
   LOOP(loop_found_completion_is_not_a_wakeup, c, 200000), \
   LOOP(a_spinning_loop_is_not_rung, c, 1000000),        \
+  LOOP(an_embedded_loop_completes_its_futures, c, 20000), \
   LOOP(timing_shows_where_latency_went, c, 20),         \
   LOOP(loop_alive_only_while_pending, c, 20),           \
   LOOP(precise_despite_later_work, c, 20),              \
