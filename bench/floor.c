@@ -6,7 +6,9 @@
  * can spend less loop CPU per op than
  *     launch + min(one sleep/wake cycle, wait - launch).
  * Measured here on the loop thread's CPU clock, no uvcuda involved:
- *   launch: cuLaunchKernel of the section's kernel alone (no marker);
+ *   launch: cuLaunchKernel of the section's kernel alone (no marker), and
+ *           with the stream memory write a GPU-written flag needs (what
+ *           uvcuda's marker is: the floor of any counter-based wait);
  *   cycle:  from the end of one callback to the start of the next while
  *           the loop sleeps in epoll_wait: woken by its own timerfd in a
  *           uv_poll_t (what the pre-wake does) or by uv_async_send from
@@ -133,13 +135,17 @@ out:
   return v;
 }
 
-/* The launch alone, on this thread's CPU clock: median us. */
-static double floor_launch(const workload_t *wl) {
+/* The launch alone (or with a flag's write after it, marker), on this
+ * thread's CPU clock: median us. */
+static double floor_launch(const workload_t *wl, int marker) {
   double lat[FLOOR_N];
   int n = bench.opt.quick ? 20 : FLOOR_N, i, k = 0;
   for (i = 0; i < n; i++) {
     double c0 = thread_cpu_us(), c1;
     CUresult q = enqueue_work(wl, bench.timed);
+    if (q == CUDA_SUCCESS && marker)
+      q = bench.cu.cuStreamWriteValue32(bench.timed, bench.mflag_d,
+                                        (cuuint32_t)(i + 1), 0);
     c1 = thread_cpu_us();
     if (q != CUDA_SUCCESS) break;
     bench.cu.cuStreamSynchronize(bench.timed);
@@ -150,16 +156,18 @@ static double floor_launch(const workload_t *wl) {
 
 void adapt_floor(const workload_t *wl) {
   row_t w;
-  double tfd = floor_cycle(1), asy = floor_cycle(0), launch = floor_launch(wl);
+  double tfd = floor_cycle(1), asy = floor_cycle(0), launch = floor_launch(wl, 0);
+  double marked = floor_launch(wl, 1);
   double cycle = isnan(tfd) ? asy : isnan(asy) ? tfd : (tfd < asy ? tfd : asy);
   row_init(&w, "adapt", "floor", "sleep-wake", 0);
   w.n = isnan(cycle) || isnan(launch) ? 0 : 1;
   w.loop_cpu = cycle;
-  row_extra(&w, "launch_cpu_us=%.2f;cycle_timerfd_us=%.2f;cycle_async_us=%.2f",
-            launch, tfd, asy);
+  row_extra(&w, "launch_cpu_us=%.2f;cycle_timerfd_us=%.2f;cycle_async_us=%.2f"
+            ";launch_marker_cpu_us=%.2f", launch, tfd, asy, marked);
   row_emit(&w);
   printf("  floor (loop thread CPU, no uvcuda, this run): launch %.2f us; one "
          "sleep/wake cycle %.2f us (timerfd) / %.2f us (uv_async_send); any "
          "completion awake at the end pays at least launch + min(cycle, "
-         "wait - launch)\n", launch, tfd, asy);
+         "wait - launch); launch + a flag's write %.2f us\n", launch, tfd,
+         asy, marked);
 }

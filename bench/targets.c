@@ -121,6 +121,18 @@ static void adapt_targets(void) {
              rest, floor, 100 * floor / ad->mean, floor > ad->mean / 4
              ? "the 25% goal is below what any method can reach on this "
                "machine" : "the 25% goal is above the floor");
+      /* Where adaptive's CPU goes, where most of its futures slept until a
+       * pre-wake: what a counter wait needs (the launch with its marker,
+       * one sleep/wake), the spin after the wake-up, and the rest:
+       * uvcuda's and libuv's own work per op. */
+      double marked = extra_num(fl, "launch_marker_cpu_us");
+      double spin = extra_num(ad, "spin_us_per_op");
+      if (!isnan(marked) && !isnan(spin) &&
+          extra_num(ad, "prewakes") >= ad->n / 2.0)
+        printf("  %-40s adaptive's %.2f us: launch + marker %.2f + one "
+               "sleep/wake %.2f + spin %.2f + the rest %.2f (uvcuda's and "
+               "libuv's own work per op)\n", "", ad->loop_cpu, marked,
+               fl->loop_cpu, spin, ad->loop_cpu - marked - fl->loop_cpu - spin);
     }
   }
   /* Not learnable: no worse than without it, far cheaper than a spin. */
