@@ -126,13 +126,17 @@ static void adapt_targets(void) {
        * one sleep/wake), the spin after the wake-up, and the rest:
        * uvcuda's and libuv's own work per op. */
       double marked = extra_num(fl, "launch_marker_cpu_us");
+      double woken = extra_num(fl, "launch_marker_woken_cpu_us");
       double spin = extra_num(ad, "spin_us_per_op");
       if (!isnan(marked) && !isnan(spin) &&
           extra_num(ad, "prewakes") >= ad->n / 2.0)
-        printf("  %-40s adaptive's %.2f us: launch + marker %.2f + one "
-               "sleep/wake %.2f + spin %.2f + the rest %.2f (uvcuda's and "
-               "libuv's own work per op)\n", "", ad->loop_cpu, marked,
-               fl->loop_cpu, spin, ad->loop_cpu - marked - fl->loop_cpu - spin);
+        printf("  %-40s adaptive's %.2f us: launch + marker %.2f (%.2f "
+               "after a wake-up) + one sleep/wake %.2f + spin %.2f + the rest "
+               "%.2f (uvcuda's and libuv's own work per op; %.2f with the "
+               "launch + marker as made after a wake-up)\n", "", ad->loop_cpu, marked, woken,
+               fl->loop_cpu, spin, ad->loop_cpu - marked - fl->loop_cpu - spin,
+               ad->loop_cpu - (isnan(woken) ? marked : woken) - fl->loop_cpu -
+                   spin);
     }
   }
   /* Not learnable: no worse than without it, far cheaper than a spin. */
