@@ -1,6 +1,8 @@
 /* Adaptive spin and pre-wake (see adapt.h). */
 #include "adapt.h"
 
+#include "prof.h"
+
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +42,8 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
     return UVCUDA_ENOTSUP;
   }
   uv_unref((uv_handle_t *)&a->poll); /* pending futures hold the loop */
+  uv_prepare_init(uv, &a->quiet); /* cannot fail */
+  uv_unref((uv_handle_t *)&a->quiet);
   a->on = 1;
   return 0;
 #else
@@ -50,13 +54,15 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
 
 void uvcuda__adapt_stop(struct uvcuda__adapt *a) {
   if (a->poll_on) uv_poll_stop(&a->poll);
-  a->poll_on = 0;
+  if (a->quiet_on) uv_prepare_stop(&a->quiet);
+  a->poll_on = a->quiet_on = 0;
 }
 
 void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb) {
   if (!a->on) return;
   uvcuda__adapt_stop(a);
   uv_close((uv_handle_t *)&a->poll, cb);
+  uv_close((uv_handle_t *)&a->quiet, cb);
 }
 
 void uvcuda__adapt_closed(struct uvcuda__adapt *a) {
@@ -69,6 +75,7 @@ void uvcuda__adapt_closed(struct uvcuda__adapt *a) {
  * an expiry not yet read (timerfd_settime(2)): the fire needs no read. */
 static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
 #ifdef __linux__
+  UVCUDA__PROF_BEGIN(p0);
   struct itimerspec its;
   memset(&its, 0, sizeof(its));
   its.it_value.tv_sec = (time_t)(at / 1000000000u);
@@ -79,8 +86,11 @@ static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
     }
     at = 0;
   }
+  UVCUDA__PROF_END(UVCUDA__P_SETTIMER, p0);
   a->timer_at = at;
   a->expired = 0; /* set or not, nothing is left to read */
+  if (a->quiet_on) uv_prepare_stop(&a->quiet);
+  a->quiet_on = 0;
   /* Started once and left so: a disarmed timerfd is never readable, and
    * a start and stop per future cost the loop three syscalls each
    * (libuv's epoll_ctl ADD, refused EEXIST, then MOD). */
@@ -89,6 +99,14 @@ static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
 #else
   (void)a, (void)at;
 #endif
+}
+
+/* Each iteration, before the loop polls for I/O: a timer left expired
+ * would keep a loop that is about to block awake, so it is disarmed then
+ * (uv_backend_timeout is the poll's timeout, 0 while anything is due). */
+static void on_quiet(uv_prepare_t *h) {
+  struct uvcuda__adapt *a = uvcuda__queue_data(h, struct uvcuda__adapt, quiet);
+  if (uv_backend_timeout(h->loop) != 0) set_timer(a, 0);
 }
 
 static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
@@ -183,17 +201,17 @@ void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
     return;
   }
   /* Left expired: the next prediction's set_timer clears it, mostly in
-   * the callback of the future now polled, one syscall per future instead
-   * of two. The loop stays awake meanwhile (readable), as it polls anyway;
-   * uvcuda__adapt_quiet disarms it before the loop could sleep. */
+   * the callback of the future now polled or right after uv_run returns,
+   * one syscall per future instead of two. The loop stays awake meanwhile
+   * (readable), as it polls anyway; on_quiet disarms it before the loop
+   * would block. */
   if (a->timer_at != 0) {
     a->timer_at = 0;
     a->expired = 1;
+    if (a->on && !a->quiet_on &&
+        uv_prepare_start(&a->quiet, on_quiet) == 0)
+      a->quiet_on = 1;
   }
-}
-
-void uvcuda__adapt_quiet(struct uvcuda__adapt *a) {
-  if (a->expired) set_timer(a, 0);
 }
 
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,

@@ -30,7 +30,8 @@ struct uvcuda__adapt {
   int on;
   int fd; /* timerfd, -1: none */
   uv_poll_t poll;
-  int poll_on;
+  uv_prepare_t quiet; /* disarms a timer left expired before the loop blocks */
+  int poll_on, quiet_on;
   uint64_t timer_at;            /* the timerfd's expiry, 0: none due */
   int expired;                  /* fired and left so (readable) */
   struct uvcuda__predict late;  /* how late the wake-ups run */
@@ -42,8 +43,9 @@ struct uvcuda__adapt {
   uv_poll_cb on_timer;
 };
 
-/* loop.c: `on` from the options. The poll handle is the loop's third
- * handle when on (closed by uvcuda__adapt_close). */
+/* loop.c: `on` from the options. The poll and prepare handles are the
+ * loop's third and fourth handles when on (closed by uvcuda__adapt_close,
+ * each with cb). */
 int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
                        uvcuda_stats_t *stats, uv_poll_cb on_timer);
 void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb);
@@ -65,8 +67,6 @@ uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a);
 /* The timer fired (pass.c's poll callback): the futures due become HOT.
  * With none pending after them the timer is left expired (readable). */
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
-/* The loop may sleep next (pass.c): disarms a timer left expired. */
-void uvcuda__adapt_quiet(struct uvcuda__adapt *a);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
                         uint64_t now);

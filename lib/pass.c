@@ -5,6 +5,7 @@
 #include "loop.h"
 
 #include "deliver.h"
+#include "prof.h"
 
 #define loop_of(h, field) uvcuda__queue_data(h, struct uvcuda__loop, field)
 #define tl_of_touch(q) \
@@ -49,10 +50,10 @@ static int keep_polling(struct uvcuda__loop *l, int busy) {
 void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
   int want_ref, busy;
   if (l->port == NULL) return; /* closing: the handles are being closed */
+  UVCUDA__PROF_BEGIN(p0);
   busy = uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
          !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
          (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
-  if (!busy) uvcuda__adapt_quiet(&l->adapt);
   idle_set(l, keep_polling(l, busy));
   /* Only pending futures keep the loop alive (as libuv's own requests). */
   want_ref = l->nactive > 0;
@@ -63,11 +64,13 @@ void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
     else
       uv_unref((uv_handle_t *)&l->async);
   }
+  UVCUDA__PROF_END(UVCUDA__P_HANDLES, p0);
 }
 
 void uvcuda__loop_settle(struct uvcuda__loop *l) {
   struct uvcuda__queue *q;
   int locked = 0;
+  UVCUDA__PROF_BEGIN(p0);
 
   /* One locked batch for every watch that changed. */
   if (l->reactor_attached) {
@@ -76,7 +79,9 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
       uint64_t want = uvcuda__tl_watch_want(&l->tls, tl);
       if (want == tl->watched) continue;
       if (!locked) {
+        UVCUDA__PROF_BEGIN(p1);
         uvcuda__reactor_sync_begin(&l->rc);
+        UVCUDA__PROF_END(UVCUDA__P_LOCK, p1);
         locked = 1;
       }
       uvcuda__reactor_watch(&l->rc, &tl->watch, want);
@@ -90,6 +95,7 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
     uvcuda__tl_retire(&l->tls, tl_of_touch(q));
   }
   if (!uvcuda__queue_empty(&l->tls.draining)) uvcuda__tl_reap(&l->tls);
+  UVCUDA__PROF_END(UVCUDA__P_SETTLE, p0);
 }
 
 static void record_latency(struct uvcuda__loop *l, uvcuda_future_t *f) {
@@ -116,6 +122,7 @@ static void deliver_done(struct uvcuda__loop *l) {
   uvcuda_future_t *f;
   int status;
 
+  UVCUDA__PROF_BEGIN(p0);
   uvcuda__queue_init(&run);
   uvcuda__queue_move(&l->dq, &run);
   while (!uvcuda__queue_empty(&run)) {
@@ -134,6 +141,7 @@ static void deliver_done(struct uvcuda__loop *l) {
       count_completed(&l->stats, f->done_by_);
     if (l->opts.flags & UVCUDA_OPT_LATENCY_HISTOGRAM) record_latency(l, f);
     if (l->opts.flags & UVCUDA_OPT_TIMING) f->callback_ns_ = uv_hrtime();
+    UVCUDA__PROF_BEGIN(p1);
     if (f->closing_) {
       f->state_ = UVCUDA_FUTURE_CLOSING;
       f->cb_(f, status);
@@ -142,7 +150,9 @@ static void deliver_done(struct uvcuda__loop *l) {
       f->state_ = UVCUDA_FUTURE_IDLE;
       f->cb_(f, status);
     }
+    UVCUDA__PROF_END(UVCUDA__P_CB, p1);
   }
+  UVCUDA__PROF_END(UVCUDA__P_DELIVER, p0);
 }
 
 /* Close callbacks last: one may close the loop (its last future's). */
@@ -203,6 +213,7 @@ static int parked(struct uvcuda__loop *l) {
  * harvested (an async wakeup, or the reactor's news seen by a pass). */
 static void take_news(struct uvcuda__loop *l) {
   struct uvcuda__queue fired, done, *q;
+  UVCUDA__PROF_BEGIN(p0);
 
   if (atomic_exchange_explicit(&l->rc.rang, 0, memory_order_relaxed))
     l->stats.reactor_wakeups++;
@@ -215,7 +226,9 @@ static void take_news(struct uvcuda__loop *l) {
   uvcuda__tl_tickets(&l->tls, &done);
   if (l->reactor_attached) {
     uvcuda__queue_init(&fired);
+    UVCUDA__PROF_BEGIN(p1);
     uvcuda__reactor_take_fired(&l->rc, &fired);
+    UVCUDA__PROF_END(UVCUDA__P_LOCK, p1);
     while (!uvcuda__queue_empty(&fired)) {
       struct uvcuda__watch *w;
       struct uvcuda__timeline *tl;
@@ -231,14 +244,17 @@ static void take_news(struct uvcuda__loop *l) {
   /* The timelines this wakeup concerns, not every one the loop has. */
   uvcuda__queue_foreach(q, &l->tls.touched)
       uvcuda__tl_harvest(&l->tls, tl_of_touch(q), UVCUDA__SEEN_WAKE);
+  UVCUDA__PROF_END(UVCUDA__P_NEWS, p0);
 }
 
 static void on_async(uv_async_t *h) {
   struct uvcuda__loop *l = loop_of(h, async);
 
+  UVCUDA__PROF_BEGIN(p0);
   if (parked(l)) return;
   take_news(l);
   after_pass(l);
+  UVCUDA__PROF_END(UVCUDA__P_ASYNC, p0);
 }
 
 /* POLL: a counter read per timeline with futures, every pass, and a probe
@@ -258,6 +274,7 @@ static void poll_active(struct uvcuda__loop *l, uint64_t now) {
 static void on_idle(uv_idle_t *h) {
   struct uvcuda__loop *l = loop_of(h, idle);
   uint64_t now = uv_hrtime();
+  UVCUDA__PROF_BEGIN(p0);
 
   if (parked(l)) return;
   /* The loop thread does not sleep between two passes that both spin:
@@ -271,6 +288,7 @@ static void on_idle(uv_idle_t *h) {
   after_pass(l);
   l->spin_last_ns =
       uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ? now : 0;
+  UVCUDA__PROF_END(UVCUDA__P_IDLE, p0);
 }
 
 /* The pre-wake timer: the futures due are polled from this pass on. */
@@ -280,16 +298,19 @@ static void on_timer(uv_poll_t *h, int status, int events) {
   (void)status, (void)events;
   if (parked(l)) return;
   if (l->adapt.expired) return; /* left readable (adapt.h): the idle pass polls */
+  UVCUDA__PROF_BEGIN(p0);
   uvcuda__adapt_fire(&l->adapt, now);
   uvcuda__adapt_pass(&l->adapt, &l->tls, now);
   after_pass(l);
+  UVCUDA__PROF_END(UVCUDA__P_TIMER, p0);
 }
 
 int uvcuda__loop_handles_init(struct uvcuda__loop *l) {
   int err = uvcuda__adapt_init(&l->adapt, l->uv, l->opts.adaptive, &l->stats,
                                on_timer);
   if (err != 0) return err;
-  l->adapt.poll.data = l;
+  l->adapt.poll.data = l; /* loop.c's close callback finds the loop so */
+  l->adapt.quiet.data = l;
   /* Cannot fail: the eventfd it needs came with uv_loop_init (libuv's own
    * work-queue async handle). */
   uv_async_init(l->uv, &l->async, on_async);

@@ -1,0 +1,25 @@
+/* The diagnostic step timer (prof.h): built only with -Dprofile=true. */
+#include "prof.h"
+
+#include <stdio.h>
+
+static const char *const name[UVCUDA__P_COUNT] = {
+    "start", "capture", "tlget", "push", "op", "postop", "mark", "pop",
+    "adapt", "settle", "lock", "settimer", "handles", "timer", "idle",
+    "async", "news", "deliver", "cb"};
+static uint64_t total[UVCUDA__P_COUNT], count[UVCUDA__P_COUNT];
+
+void uvcuda__prof_add(int step, uint64_t ns) {
+  total[step] += ns;
+  count[step]++;
+}
+
+__attribute__((destructor)) static void prof_print(void) {
+  int i;
+  fprintf(stderr, "uvcuda profile (wall ns on the loop thread): step count total_us mean_ns\n");
+  for (i = 0; i < UVCUDA__P_COUNT; i++)
+    if (count[i])
+      fprintf(stderr, "uvcuda profile %-9s %10llu %12.1f %9.1f\n", name[i],
+              (unsigned long long)count[i], total[i] / 1e3,
+              (double)total[i] / count[i]);
+}
