@@ -1,5 +1,9 @@
-/* The diagnostic step timer (prof.h): built only with -Dprofile=true. */
+/* The diagnostic step timer (prof.h): built only with -Dprofile=true.
+ * Builds that take every C file of lib/ (the Node addon's node-gyp) compile it
+ * to nothing. */
 #include "prof.h"
+
+#ifdef UVCUDA__PROFILE
 
 #include <stdio.h>
 
@@ -23,3 +27,6 @@ __attribute__((destructor)) static void prof_print(void) {
               (unsigned long long)count[i], total[i] / 1e3,
               (double)total[i] / count[i]);
 }
+#else
+typedef int uvcuda__prof_off; /* ISO C wants a declaration in each file */
+#endif
