@@ -267,6 +267,36 @@ static void loop_found_completion_is_not_a_wakeup(void **state) {
   tu_fx_close(e);
 }
 
+/* Two futures (recorders r[0], r[1]), each on a stream of its own with a
+ * gate (not held). */
+typedef struct {
+  uvcuda_future_t *f;
+  tu_rec_t *r[2];
+  CUstream s[2];
+  tu_gate_t g[2];
+} two_t;
+
+static void two_open(tu_fx_t *fx, tu_fx_loop_t *e, two_t *t) {
+  int i;
+  t->f = tu_fx_futures(fx, 2);
+  for (i = 0; i < 2; i++) {
+    t->r[i] = tu_fx_rec(fx);
+    t->s[i] = tu_stream();
+    tu_gate_init(&t->g[i]);
+    TU_OK(uvcuda_future_init(&e->ul, &t->f[i]));
+    t->f[i].data = t->r[i];
+  }
+}
+
+static void two_close(tu_fx_loop_t *e, two_t *t) {
+  int i;
+  for (i = 0; i < 2; i++) {
+    close_future(e, &t->f[i]);
+    tu_stream_destroy(t->s[i]);
+    tu_gate_free(&t->g[i]);
+  }
+}
+
 /* While one future spins (the loop's idle handle runs, so the loop never
  * sleeps), another, armed, is done: it is delivered as the strategy
  * delivers it, and the reactor wakes nobody, since a spinning loop looks
@@ -275,32 +305,24 @@ static void loop_found_completion_is_not_a_wakeup(void **state) {
 static void a_spinning_loop_is_not_rung(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *e = tu_fx_loop(state, 0);
-  uvcuda_future_t *f = tu_fx_futures(fx, 2);
-  tu_rec_t *r0 = tu_fx_rec(fx), *r1 = tu_fx_rec(fx);
   uvcuda_completion_t c = strategy_of(state);
   uvcuda_stats_t st0, st;
-  CUstream s[2];
-  tu_gate_t g[2];
-  int i;
+  two_t t;
 
-  for (i = 0; i < 2; i++) {
-    s[i] = tu_stream();
-    tu_gate_init(&g[i]);
-    tu_gate_hold(&g[i], s[i]);
-    TU_OK(uvcuda_future_init(&e->ul, &f[i]));
-  }
-  f[0].data = r0;
-  f[1].data = r1;
-  TU_OK(uvcuda_future_start(&f[0], s[0], NULL, tu_rec_done));
-  wait_armed(e, &f[0]);
-  TU_OK(uvcuda_future_start(&f[1], s[1], NULL, tu_rec_done));
+  two_open(fx, e, &t);
+  tu_gate_hold(&t.g[0], t.s[0]);
+  tu_gate_hold(&t.g[1], t.s[1]);
+  TU_OK(uvcuda_future_start(&t.f[0], t.s[0], NULL, tu_rec_done));
+  wait_armed(e, &t.f[0]);
+  TU_OK(uvcuda_future_start(&t.f[1], t.s[1], NULL, tu_rec_done));
   st0 = stats_of(e);
-  tu_gate_open(&g[0]);
-  while (r0->calls == 0 && uvcuda_future_state(&f[1]) == UVCUDA_FUTURE_SPINNING)
+  tu_gate_open(&t.g[0]);
+  while (t.r[0]->calls == 0 &&
+         uvcuda_future_state(&t.f[1]) == UVCUDA_FUTURE_SPINNING)
     uv_run(&e->uv, UV_RUN_NOWAIT);
-  assert_int_equal(r0->calls, 1);
-  assert_int_equal(r0->status, 0);
-  assert_int_equal(uvcuda_future_state(&f[1]), UVCUDA_FUTURE_SPINNING);
+  assert_int_equal(t.r[0]->calls, 1);
+  assert_int_equal(t.r[0]->status, 0);
+  assert_int_equal(uvcuda_future_state(&t.f[1]), UVCUDA_FUTURE_SPINNING);
   st = stats_of(e);
   assert_int_equal(st.reactor_wakeups, st0.reactor_wakeups);
   assert_int_equal(st.completed_spin, 0);
@@ -310,18 +332,14 @@ static void a_spinning_loop_is_not_rung(void **state) {
     assert_int_equal(st.completed_poll, 1);
   else
     assert_int_equal(st.completed_reactor, 1);
-  tu_gate_open(&g[1]);
+  tu_gate_open(&t.g[1]);
   tu_run(&e->uv, 5000);
-  assert_int_equal(r1->calls, 1);
-  assert_int_equal(r1->status, 0);
+  assert_int_equal(t.r[1]->calls, 1);
+  assert_int_equal(t.r[1]->status, 0);
   st = stats_of(e);
   assert_int_equal(st.completed_spin, 1);
   assert_int_equal(outcomes(&st), st.started);
-  for (i = 0; i < 2; i++) {
-    close_future(e, &f[i]);
-    tu_stream_destroy(s[i]);
-    tu_gate_free(&g[i]);
-  }
+  two_close(e, &t);
   tu_fx_close(e);
 }
 
@@ -347,46 +365,32 @@ static void embed_run_until(tu_fx_loop_t *e, const tu_rec_t *r, int calls) {
 static void an_embedded_loop_completes_its_futures(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *e = tu_fx_loop(state, 0);
-  uvcuda_future_t *f = tu_fx_futures(fx, 2);
-  tu_rec_t *r0 = tu_fx_rec(fx), *r1 = tu_fx_rec(fx);
   uvcuda_stats_t st;
-  CUstream s[2];
-  tu_gate_t g[2];
-  int i;
+  two_t t;
 
-  for (i = 0; i < 2; i++) {
-    s[i] = tu_stream();
-    tu_gate_init(&g[i]);
-    TU_OK(uvcuda_future_init(&e->ul, &f[i]));
-  }
-  f[0].data = r0;
-  f[1].data = r1;
+  two_open(fx, e, &t);
   /* Armed alone, then done: only the fd can tell. */
-  tu_gate_hold(&g[0], s[0]);
-  TU_OK(uvcuda_future_start(&f[0], s[0], NULL, tu_rec_done));
-  wait_armed(e, &f[0]);
-  tu_gate_open(&g[0]);
-  embed_run_until(e, r0, 1);
+  tu_gate_hold(&t.g[0], t.s[0]);
+  TU_OK(uvcuda_future_start(&t.f[0], t.s[0], NULL, tu_rec_done));
+  wait_armed(e, &t.f[0]);
+  tu_gate_open(&t.g[0]);
+  embed_run_until(e, t.r[0], 1);
   /* Armed, and done while another spins. */
-  tu_gate_hold(&g[0], s[0]);
-  tu_gate_hold(&g[1], s[1]);
-  TU_OK(uvcuda_future_start(&f[0], s[0], NULL, tu_rec_done));
-  wait_armed(e, &f[0]);
-  TU_OK(uvcuda_future_start(&f[1], s[1], NULL, tu_rec_done));
-  tu_gate_open(&g[0]);
-  embed_run_until(e, r0, 2);
-  tu_gate_open(&g[1]);
-  embed_run_until(e, r1, 1);
-  assert_int_equal(r0->status, 0);
-  assert_int_equal(r1->status, 0);
+  tu_gate_hold(&t.g[0], t.s[0]);
+  tu_gate_hold(&t.g[1], t.s[1]);
+  TU_OK(uvcuda_future_start(&t.f[0], t.s[0], NULL, tu_rec_done));
+  wait_armed(e, &t.f[0]);
+  TU_OK(uvcuda_future_start(&t.f[1], t.s[1], NULL, tu_rec_done));
+  tu_gate_open(&t.g[0]);
+  embed_run_until(e, t.r[0], 2);
+  tu_gate_open(&t.g[1]);
+  embed_run_until(e, t.r[1], 1);
+  assert_int_equal(t.r[0]->status, 0);
+  assert_int_equal(t.r[1]->status, 0);
   st = stats_of(e);
   assert_int_equal(st.started, 3);
   assert_int_equal(outcomes(&st), 3);
-  for (i = 0; i < 2; i++) {
-    close_future(e, &f[i]);
-    tu_stream_destroy(s[i]);
-    tu_gate_free(&g[i]);
-  }
+  two_close(e, &t);
   tu_fx_close(e);
 }
 
