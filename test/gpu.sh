@@ -56,28 +56,8 @@ if [ ! -f "$B/.built" ]; then
   touch "$B/.built"
 fi
 
-# The library at OLD_SRC (an older revision's source tree), once, into
-# /tmp/uvcuda-old, for the A/B steps.
-build_old() {
-  local real so
-  [ -f /tmp/uvcuda-old/.built ] && return 0
-  rm -rf /tmp/uvcuda-old-build /tmp/uvcuda-old
-  meson setup /tmp/uvcuda-old-build "$1" -Dtests=disabled -Dbench=disabled \
-    -Dexamples=disabled --buildtype=release > "$OUT/ab-build.log" 2>&1 &&
-    meson compile -C /tmp/uvcuda-old-build >> "$OUT/ab-build.log" 2>&1 ||
-    { tail -20 "$OUT/ab-build.log"; return 1; }
-  mkdir -p /tmp/uvcuda-old
-  cp -a /tmp/uvcuda-old-build/libuvcuda.so* /tmp/uvcuda-old/
-  # Older revisions' soname was libuvcuda.so.0: the binaries of this build
-  # look for theirs (libuvcuda.so.0.Y), so it names the old library too.
-  real=$(cd /tmp/uvcuda-old && ls libuvcuda.so.*.*.* | head -1)
-  so=$(LC_ALL=C readelf -d "$B/libuvcuda.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-  [ -n "$so" ] && [ ! -e "/tmp/uvcuda-old/$so" ] && ln -s "$real" "/tmp/uvcuda-old/$so"
-  touch /tmp/uvcuda-old/.built
-}
-
-# The library at source tree $1 (tests, bench and examples off), once, into
-# $2, under this build's soname (see build_old), for ab-adapt.sh.
+# The library at source tree $1 (an older revision's, or a variant; tests,
+# bench and examples off), once, into $2, for the A/B steps.
 build_lib() {
   local real so b=$2-build
   [ -f "$2/.built" ] && return 0
@@ -88,11 +68,16 @@ build_lib() {
     { tail -20 "$OUT/ab-build.log"; return 1; }
   mkdir -p "$2"
   cp -a "$b"/libuvcuda.so* "$2/"
+  # Older revisions' soname was libuvcuda.so.0: the binaries of this build
+  # look for theirs (libuvcuda.so.0.Y), so it names the old library too.
   real=$(cd "$2" && ls libuvcuda.so.*.*.* | head -1)
   so=$(LC_ALL=C readelf -d "$B/libuvcuda.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   [ -n "$so" ] && [ ! -e "$2/$so" ] && ln -s "$real" "$2/$so"
   touch "$2/.built"
 }
+
+# The library at OLD_SRC, into /tmp/uvcuda-old.
+build_old() { build_lib "$1" /tmp/uvcuda-old; }
 
 # The server A/B of this build with adaptive off (today) and on.
 ab_adaptive() {
