@@ -307,6 +307,8 @@ void on_tick(uv_timer_t *t);
 int wait_flag(uv_loop_t *loop, volatile int *flag, uint64_t timeout_ns);
 int wait_count(uv_loop_t *loop, volatile int *count, int want,
                uint64_t timeout_ns);
+CUresult enqueue_marked(const workload_t *w, CUstream s, CUdeviceptr d,
+                        uint32_t seq);
 CUresult enqueue_flagged(run_t *r, uint32_t *seq, CUdeviceptr d,
                          uint64_t *t0);
 

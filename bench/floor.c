@@ -55,9 +55,8 @@ static void on_floor_timer(uv_poll_t *h, int status, int events) {
   (void)status;
   (void)events;
   if (fl->wl != NULL) { /* the launch as a woken loop makes it: caches cold */
-    if (enqueue_work(fl->wl, bench.timed) != CUDA_SUCCESS ||
-        bench.cu.cuStreamWriteValue32(bench.timed, bench.mflag_d,
-                                      (cuuint32_t)(fl->n + 1), 0) != CUDA_SUCCESS)
+    if (enqueue_marked(fl->wl, bench.timed, bench.mflag_d,
+                       (uint32_t)(fl->n + 1)) != CUDA_SUCCESS)
       fl->want = fl->n; /* stop: no sample */
     c = thread_cpu_us();
   }
@@ -153,10 +152,9 @@ static double floor_launch(const workload_t *wl, int marker) {
   int n = bench.opt.quick ? 20 : FLOOR_N, i, k = 0;
   for (i = 0; i < n; i++) {
     double c0 = thread_cpu_us(), c1;
-    CUresult q = enqueue_work(wl, bench.timed);
-    if (q == CUDA_SUCCESS && marker)
-      q = bench.cu.cuStreamWriteValue32(bench.timed, bench.mflag_d,
-                                        (cuuint32_t)(i + 1), 0);
+    CUresult q = marker ? enqueue_marked(wl, bench.timed, bench.mflag_d,
+                                         (uint32_t)(i + 1))
+                        : enqueue_work(wl, bench.timed);
     c1 = thread_cpu_us();
     if (q != CUDA_SUCCESS) break;
     bench.cu.cuStreamSynchronize(bench.timed);

@@ -29,15 +29,22 @@ CUresult enqueue_work(const workload_t *w, CUstream s) {
                                  NULL);
 }
 
+/* The work, then seq's write to the host-pinned flag at d (what any wait
+ * on a GPU-written flag enqueues; uvcuda's marker is one). */
+CUresult enqueue_marked(const workload_t *w, CUstream s, CUdeviceptr d,
+                        uint32_t seq) {
+  CUresult q = enqueue_work(w, s);
+  if (q != CUDA_SUCCESS) return q;
+  return bench.cu.cuStreamWriteValue32(s, d, seq, 0);
+}
+
 /* The next sequence number, then (timed from *t0) the work and the
  * number's write to the host-pinned flag at d: memop-spin and flag-thread. */
 CUresult enqueue_flagged(run_t *r, uint32_t *seq, CUdeviceptr d,
                          uint64_t *t0) {
-  CUresult q;
   if (++*seq == 0) *seq = 1;
   *t0 = uv_hrtime();
-  if ((q = enqueue_work(r->wl, r->stream)) != CUDA_SUCCESS) return q;
-  return bench.cu.cuStreamWriteValue32(r->stream, d, *seq, 0);
+  return enqueue_marked(r->wl, r->stream, d, *seq);
 }
 
 /* ---- methods ------------------------------------------------------------ */

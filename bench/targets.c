@@ -133,8 +133,9 @@ static void adapt_targets(void) {
         printf("  %-40s adaptive's %.2f us: launch + marker %.2f (%.2f "
                "after a wake-up) + one sleep/wake %.2f + spin %.2f + the rest "
                "%.2f (uvcuda's and libuv's own work per op; %.2f with the "
-               "launch + marker as made after a wake-up)\n", "", ad->loop_cpu, marked, woken,
-               fl->loop_cpu, spin, ad->loop_cpu - marked - fl->loop_cpu - spin,
+               "launch + marker as made after a wake-up)\n",
+               "", ad->loop_cpu, marked, woken, fl->loop_cpu, spin,
+               ad->loop_cpu - marked - fl->loop_cpu - spin,
                ad->loop_cpu - (isnan(woken) ? marked : woken) - fl->loop_cpu -
                    spin);
     }
