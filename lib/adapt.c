@@ -180,7 +180,6 @@ uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a) {
 
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
   struct uvcuda__queue *q;
-  if (a->expired) return; /* read again while left expired: nothing new */
   if (a->timer_at != 0 && now >= a->timer_at) {
     uint64_t late = now - a->timer_at;
     if (late > LATE_MAX_NS) late = LATE_MAX_NS;

@@ -64,8 +64,9 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
 /* How long before a predicted end the loop is woken for the wake-up
  * itself: the lateness seen so far, mean + 2 deviations, 200 µs at most. */
 uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a);
-/* The timer fired (pass.c's poll callback): the futures due become HOT.
- * With none pending after them the timer is left expired (readable). */
+/* The timer fired (pass.c's poll callback, which calls it only while the
+ * timer is not left expired): the futures due become HOT. With none
+ * pending after them the timer is left expired (readable). */
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,

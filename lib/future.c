@@ -134,16 +134,12 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     if (err == 0) err = capture_check(s);
     UVCUDA__PROF_END(UVCUDA__P_POSTOP, p4);
   }
-  {
-    UVCUDA__PROF_BEGIN(p5);
-    if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
-    UVCUDA__PROF_END(UVCUDA__P_MARK, p5);
-  }
-  {
-    UVCUDA__PROF_BEGIN(p6);
-    uvcuda__ctx_pop(want, prev);
-    UVCUDA__PROF_END(UVCUDA__P_POP, p6);
-  }
+  UVCUDA__PROF_BEGIN(p5);
+  if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
+  UVCUDA__PROF_END(UVCUDA__P_MARK, p5);
+  UVCUDA__PROF_BEGIN(p6);
+  uvcuda__ctx_pop(want, prev);
+  UVCUDA__PROF_END(UVCUDA__P_POP, p6);
 done:
   if (err == 0) return 0;
   /* A driver error from the op or the marker may be the context's own

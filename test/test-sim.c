@@ -715,8 +715,7 @@ static uint64_t lead_after(const uint64_t *late, int n, int rounds) {
   memset(&st, 0, sizeof(st));
   assert_int_equal(uvcuda__adapt_init(&a, NULL, 0, &st, NULL), 0);
   for (i = 0; i < n * rounds; i++) {
-    a.timer_at = at; /* as set_timer leaves it */
-    a.expired = 0;
+    a.timer_at = at;
     uvcuda__adapt_fire(&a, at + late[i % n]);
     at += 2000000u;
   }
