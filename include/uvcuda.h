@@ -221,7 +221,9 @@ typedef struct uvcuda_options_s {
    * or arm (an arm wakes a sleeping reactor),
    * then sched_yield between passes until reactor_yield_us (2000), then
    * sleep between passes, doubling up to reactor_sleep_max_us (200).
-   * With several loops the reactor takes the smallest value of each. */
+   * Once no loop has an armed future it busy-polls reactor_spin_us more,
+   * then parks until the next arm. With several loops the reactor takes
+   * the smallest value of each. */
   int32_t reactor_spin_us;
   int32_t reactor_yield_us;
   int32_t reactor_sleep_max_us;

@@ -7,6 +7,7 @@
  * sleep between passes, doubling up to sleep_max_ns; an arm wakes a
  * sleeping reactor and restarts the back-off. With only host-function
  * watches it just probes, every probe interval. With nothing watched it
+ * busy-polls for spin_ns more (the next arm then needs no wake-up), then
  * parks on a condition variable until a watch is armed. Started by the
  * first loop that needs it, retired when the last one detaches: joined
  * then, unless it is inside a driver call, which can block for as long as
@@ -229,11 +230,24 @@ static void step_aside(void) {
     cpu_relax();
 }
 
+/* How long the reactor busy-polls once nothing is watched, before it
+ * parks: the smallest spin_ns of the clients. Futures often come back to
+ * back (a callback starts the next one), and an arm that finds the
+ * reactor parked pays a futex wake on the loop thread, one per future. */
+static uint64_t linger_ns(void) {
+  struct uvcuda__queue *cq;
+  uint64_t ns = UINT64_MAX;
+  uvcuda__queue_foreach(cq, &clients) {
+    if (client_of(cq)->spin_ns < ns) ns = client_of(cq)->spin_ns;
+  }
+  return ns == UINT64_MAX ? 0 : ns;
+}
+
 static void reactor_main(void *arg) {
   struct rthread *me = arg;
   uint64_t last_progress, next_probe, now, spin, yield, sleep_max, probe_ns;
-  uint64_t sleep_ns = 0;
-  int mem, any, self_free;
+  uint64_t sleep_ns = 0, idle_since = 0;
+  int mem, any, self_free, idle = 0;
 
 #if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "uvcuda-reactor"); /* top -H, gdb */
@@ -245,6 +259,16 @@ static void reactor_main(void *arg) {
     ring_on_fault();
     bounds(&spin, &yield, &sleep_max, &probe_ns, &mem, &any);
     if (!any) {
+      now = uv_hrtime();
+      if (!idle) idle_since = now;
+      idle = 1;
+      if (now - idle_since < linger_ns()) {
+        pthread_mutex_unlock(&mu);
+        step_aside();
+        pthread_mutex_lock(&mu);
+        continue;
+      }
+      idle = 0;
       parked = 1;
       pthread_cond_wait(&cond, &mu);
       if (me != cur) break;
@@ -254,6 +278,7 @@ static void reactor_main(void *arg) {
       sleep_ns = 0;
       continue;
     }
+    idle = 0;
     if (kicked) {
       kicked = 0;
       last_progress = uv_hrtime();

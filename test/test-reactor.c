@@ -107,15 +107,22 @@ static void on_pk(uvcuda_future_t *f, int status) {
   if (status) pk_status = status;
 }
 
-/* Arms land just as the reactor decides to park: none may be lost. */
+/* Arms land just as the reactor decides to park, right after the last
+ * watch left (no linger) or at the end of a short linger: none may be
+ * lost. */
 static void park_unpark_races(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *lp;
+  uvcuda_options_t o;
   uvcuda_future_t *f = tu_fx_futures(fx, 1);
   CUstream s;
   int i, want = 0;
 
-  lp = tu_fx_open_with(fx, UVCUDA_COMPLETION_REACTOR, 0);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_REACTOR;
+  o.spin_budget_us = 0;
+  o.reactor_spin_us = (int32_t)(intptr_t)tu_fx_prestate(state); /* linger */
+  lp = tu_fx_open(fx, &o);
   s = tu_stream();
   TU_OK(uvcuda_future_init(&lp->ul, f));
   pk_done = pk_status = 0;
@@ -131,6 +138,111 @@ static void park_unpark_races(void **state) {
   }
   assert_int_equal(pk_done, 2000);
   assert_int_equal(pk_status, 0);
+  TU_OK(uvcuda_future_close(f, NULL));
+  tu_run(&lp->uv, 5000);
+  tu_stream_destroy(s);
+  tu_fx_close(lp);
+}
+
+/* ---- the reactor lingers before it parks ---- */
+
+/* The library's condition-variable calls (reactor.c; this test links with
+ * -Wl,--wrap for them, as for pthread_cond_timedwait below): a signal is
+ * an arm that found the reactor parked or asleep, a wait is a park. */
+static atomic_int cv_signals, cv_parks;
+
+int __real_pthread_cond_signal(pthread_cond_t *c);
+int __wrap_pthread_cond_signal(pthread_cond_t *c);
+int __wrap_pthread_cond_signal(pthread_cond_t *c) {
+  atomic_fetch_add(&cv_signals, 1);
+  return __real_pthread_cond_signal(c);
+}
+int __real_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
+int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
+int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+  atomic_fetch_add(&cv_parks, 1);
+  return __real_pthread_cond_wait(c, m);
+}
+
+#define BB_N 100
+
+static int bb_done, bb_status;
+static void on_bb(uvcuda_future_t *f, int status) {
+  (void)f;
+  bb_done++;
+  if (status) bb_status = status;
+}
+
+/* One future after another, each armed at once and seen by the reactor:
+ * between them nothing is watched. A reactor that parked there would make
+ * every arm wake it (a futex syscall on the loop thread per future);
+ * within its linger (reactor_spin_us, here the largest allowed, 1 s) the
+ * next arm finds it awake and signals nothing. Only a stall of the loop
+ * thread longer than the linger lets it park; the bound leaves room for
+ * many such on a loaded machine. */
+static void back_to_back_arms_find_the_reactor_awake(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
+  uvcuda_options_t o;
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  CUstream s;
+  int i, signals;
+
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_REACTOR;
+  o.spin_budget_us = 0; /* armed at once: the reactor sees each */
+  o.reactor_spin_us = 1000000;
+  lp = tu_fx_open(fx, &o);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&lp->ul, f));
+  bb_done = bb_status = 0;
+  for (i = 0; i <= BB_N; i++) {
+    if (i == 1) atomic_store(&cv_signals, 0); /* the first may find it parked */
+    TU_OK(uvcuda_future_start(f, s, NULL, on_bb));
+    assert_int_equal(tu_run_until(&lp->uv, &bb_done, 10000), 0);
+    bb_done = 0;
+  }
+  signals = atomic_load(&cv_signals);
+  assert_int_equal(bb_status, 0);
+  if (signals >= BB_N / 2)
+    fail_msg("%d of %d arms had to wake the reactor", signals, BB_N);
+  TU_OK(uvcuda_future_close(f, NULL));
+  tu_run(&lp->uv, 5000);
+  tu_stream_destroy(s);
+  tu_fx_close(lp);
+}
+
+/* The linger ends: once nothing is watched for reactor_spin_us, the
+ * reactor parks (it does not poll for ever), and the next arm wakes it. */
+static void an_idle_reactor_parks_after_its_linger(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
+  uvcuda_options_t o;
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  CUstream s;
+  uint64_t end;
+  int i, parks;
+
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_REACTOR;
+  o.spin_budget_us = 0;
+  o.reactor_spin_us = 2000;
+  lp = tu_fx_open(fx, &o);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&lp->ul, f));
+  bb_done = bb_status = 0;
+  for (i = 0; i < 3; i++) {
+    parks = atomic_load(&cv_parks);
+    TU_OK(uvcuda_future_start(f, s, NULL, on_bb));
+    assert_int_equal(tu_run_until(&lp->uv, &bb_done, 10000), 0);
+    bb_done = 0;
+    end = tu_now_ns() + 10000000000ull; /* a watchdog, not a bound */
+    while (atomic_load(&cv_parks) == parks) {
+      if (tu_now_ns() > end) fail_msg("the reactor never parked (%d)", i);
+      usleep(1000);
+    }
+  }
+  assert_int_equal(bb_status, 0);
   TU_OK(uvcuda_future_close(f, NULL));
   tu_run(&lp->uv, 5000);
   tu_stream_destroy(s);
@@ -667,7 +779,10 @@ int main(int argc, char **argv) {
       CASE(host_task_modes_need_13_2, NULL),
       CASE(hundred_thousand_in_flight, NULL),
       CASE(ten_thousand_in_flight_hostfn, NULL),
-      CASE(park_unpark_races, NULL),
+      CASE(park_unpark_races, (void *)0),
+      CASE(park_unpark_races, (void *)20),
+      CASE(back_to_back_arms_find_the_reactor_awake, NULL),
+      CASE(an_idle_reactor_parks_after_its_linger, NULL),
       CASE(arm_wakes_a_sleeping_reactor, NULL),
       CASE(loops_share_the_reactor, NULL),
       CASE(a_loop_opened_while_the_last_closes_gets_a_reactor, NULL),
