@@ -42,8 +42,6 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
     return UVCUDA_ENOTSUP;
   }
   uv_unref((uv_handle_t *)&a->poll); /* pending futures hold the loop */
-  uv_prepare_init(uv, &a->quiet); /* cannot fail */
-  uv_unref((uv_handle_t *)&a->quiet);
   a->on = 1;
   return 0;
 #else
@@ -54,15 +52,13 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
 
 void uvcuda__adapt_stop(struct uvcuda__adapt *a) {
   if (a->poll_on) uv_poll_stop(&a->poll);
-  if (a->quiet_on) uv_prepare_stop(&a->quiet);
-  a->poll_on = a->quiet_on = 0;
+  a->poll_on = 0;
 }
 
 void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb) {
   if (!a->on) return;
   uvcuda__adapt_stop(a);
   uv_close((uv_handle_t *)&a->poll, cb);
-  uv_close((uv_handle_t *)&a->quiet, cb);
 }
 
 void uvcuda__adapt_closed(struct uvcuda__adapt *a) {
@@ -71,42 +67,31 @@ void uvcuda__adapt_closed(struct uvcuda__adapt *a) {
   a->fd = -1;
 }
 
-/* at: absolute uv_hrtime() ns; 0 disarms. Setting a timerfd also clears
- * an expiry not yet read (timerfd_settime(2)): the fire needs no read. */
+/* at: absolute uv_hrtime() ns; 0: none. Only asked for here: the settle
+ * hands it to the reactor (adapt.h). */
 static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
-#ifdef __linux__
-  UVCUDA__PROF_BEGIN(p0);
-  struct itimerspec its;
-  memset(&its, 0, sizeof(its));
-  its.it_value.tv_sec = (time_t)(at / 1000000000u);
-  its.it_value.tv_nsec = (long)(at % 1000000000u);
-  if (timerfd_settime(a->fd, TFD_TIMER_ABSTIME, &its, NULL) != 0) {
-    uint64_t ticks; /* never left readable: the poll would fire forever */
-    if (read(a->fd, &ticks, sizeof(ticks)) < 0) { /* EAGAIN: none due */
-    }
-    at = 0;
-  }
-  UVCUDA__PROF_END(UVCUDA__P_SETTIMER, p0);
   a->timer_at = at;
-  a->expired = 0; /* set or not, nothing is left to read */
-  if (a->quiet_on) uv_prepare_stop(&a->quiet);
-  a->quiet_on = 0;
-  /* Started once and left so: a disarmed timerfd is never readable, and
-   * a start and stop per future cost the loop three syscalls each
-   * (libuv's epoll_ctl ADD, refused EEXIST, then MOD). */
-  if (at != 0 && !a->poll_on && uv_poll_start(&a->poll, UV_READABLE, a->on_timer) == 0)
+  /* Started once and left so: a timerfd that is not set is never
+   * readable, and a start and stop per future cost the loop three
+   * syscalls each (libuv's epoll_ctl ADD, refused EEXIST, then MOD). */
+  if (at != 0 && !a->poll_on &&
+      uv_poll_start(&a->poll, UV_READABLE, a->on_timer) == 0)
     a->poll_on = 1;
-#else
-  (void)a, (void)at;
-#endif
 }
 
-/* Each iteration, before the loop polls for I/O: a timer left expired
- * would keep a loop that is about to block awake, so it is disarmed then
- * (uv_backend_timeout is the poll's timeout, 0 while anything is due). */
-static void on_quiet(uv_prepare_t *h) {
-  struct uvcuda__adapt *a = uvcuda__queue_data(h, struct uvcuda__adapt, quiet);
-  if (uv_backend_timeout(h->loop) != 0) set_timer(a, 0);
+int uvcuda__adapt_ask(struct uvcuda__adapt *a, uint64_t *at) {
+  if (a->timer_at == a->asked) return 0;
+  a->asked = a->timer_at;
+  *at = a->timer_at;
+  return 1;
+}
+
+void uvcuda__adapt_drain(struct uvcuda__adapt *a) {
+  uint64_t ticks;
+  UVCUDA__PROF_BEGIN(p0);
+  if (read(a->fd, &ticks, sizeof(ticks)) < 0) { /* EAGAIN: set again since */
+  }
+  UVCUDA__PROF_END(UVCUDA__P_DRAIN, p0);
 }
 
 static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
@@ -180,6 +165,9 @@ uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a) {
 
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
   struct uvcuda__queue *q;
+  /* The expiry handed over has passed: the timer is spent, and a later
+   * "none" need not be handed over. */
+  if (a->asked != 0 && now >= a->asked) a->asked = 0;
   if (a->timer_at != 0 && now >= a->timer_at) {
     uint64_t late = now - a->timer_at;
     if (late > LATE_MAX_NS) late = LATE_MAX_NS;
@@ -195,22 +183,9 @@ void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
     uvcuda__queue_remove(q);
     uvcuda__queue_insert_tail(&a->hot, q);
   }
-  if (!uvcuda__queue_empty(&a->pending)) {
-    set_timer(a, future_of(uvcuda__queue_head(&a->pending))->wake_ns_);
-    return;
-  }
-  /* Left expired: the next prediction's set_timer clears it, mostly in
-   * the callback of the future now polled or right after uv_run returns,
-   * one syscall per future instead of two. The loop stays awake meanwhile
-   * (readable), as it polls anyway; on_quiet disarms it before the loop
-   * would block. */
-  if (a->timer_at != 0) {
-    a->timer_at = 0;
-    a->expired = 1;
-    if (a->on && !a->quiet_on &&
-        uv_prepare_start(&a->quiet, on_quiet) == 0)
-      a->quiet_on = 1;
-  }
+  set_timer(a, uvcuda__queue_empty(&a->pending)
+                   ? 0
+                   : future_of(uvcuda__queue_head(&a->pending))->wake_ns_);
 }
 
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,

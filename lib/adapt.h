@@ -12,10 +12,13 @@
  *     future as it would have anyway.
  * libuv timers tick in ms; a timerfd (CLOCK_MONOTONIC, uv_hrtime's clock,
  * absolute ns) in a uv_poll_t wakes the loop's own epoll within ~µs of the
- * deadline and needs no other thread. `lead` learns how late the wake-ups
- * run: their smoothed mean plus two deviations (predict.h's estimator), so
- * wake-ups that vary, as after a long sleep, start early enough. Linux
- * only. */
+ * deadline. The loop only asks for the expiry (timer_at); the settle hands
+ * it to the reactor in the batch that arms the future, and the reactor
+ * makes the syscall (reactor.h). The loop reads the expiry when it fires,
+ * so the timerfd is never left readable. `lead` learns how late the
+ * wake-ups run: their smoothed mean plus two deviations (predict.h's
+ * estimator), so wake-ups that vary, as after a long sleep, start early
+ * enough. Linux only. */
 #ifndef UVCUDA_ADAPT_H
 #define UVCUDA_ADAPT_H
 
@@ -30,10 +33,9 @@ struct uvcuda__adapt {
   int on;
   int fd; /* timerfd, -1: none */
   uv_poll_t poll;
-  uv_prepare_t quiet; /* disarms a timer left expired before the loop blocks */
-  int poll_on, quiet_on;
-  uint64_t timer_at;            /* the timerfd's expiry, 0: none due */
-  int expired;                  /* fired and left so (readable) */
+  int poll_on;
+  uint64_t timer_at; /* the expiry wanted, 0: none */
+  uint64_t asked;    /* the one the reactor was last given, 0: none or spent */
   struct uvcuda__predict late;  /* how late the wake-ups run */
   uint32_t skip, backoff; /* predictions left out after early ones */
   uint32_t early_run;     /* early ones in a row */
@@ -43,9 +45,8 @@ struct uvcuda__adapt {
   uv_poll_cb on_timer;
 };
 
-/* loop.c: `on` from the options. The poll and prepare handles are the
- * loop's third and fourth handles when on (closed by uvcuda__adapt_close,
- * each with cb). */
+/* loop.c: `on` from the options. The poll handle is the loop's third
+ * handle when on (closed by uvcuda__adapt_close, with cb). */
 int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
                        uvcuda_stats_t *stats, uv_poll_cb on_timer);
 void uvcuda__adapt_close(struct uvcuda__adapt *a, uv_close_cb cb);
@@ -64,10 +65,15 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
 /* How long before a predicted end the loop is woken for the wake-up
  * itself: the lateness seen so far, mean + 2 deviations, 200 µs at most. */
 uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a);
-/* The timer fired (pass.c's poll callback, which calls it only while the
- * timer is not left expired): the futures due become HOT. With none
- * pending after them the timer is left expired (readable). */
+/* The timer fired (pass.c's poll callback): reads the expiry, so that the
+ * timerfd is not readable until it is set again. Before the clock is
+ * read: whatever it read out is due by then. */
+void uvcuda__adapt_drain(struct uvcuda__adapt *a);
+/* The futures due by `now` become HOT; the timer is asked for the next. */
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
+/* pass.c's settle, in its batch: the expiry to hand to the reactor, if it
+ * changed (1, and *at), else 0. */
+int uvcuda__adapt_ask(struct uvcuda__adapt *a, uint64_t *at);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
                         uint64_t now);

@@ -119,7 +119,7 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
   }
   /* Only now may the reactor ring the async handle. */
   if (l->reactor_attached) uvcuda__reactor_listen(&l->rc);
-  l->handles_to_close = l->adapt.on ? 4 : 2;
+  l->handles_to_close = l->adapt.on ? 3 : 2;
   live_set(l, 1);
   ul->loop = loop;
   ul->internal_ = l;

@@ -69,11 +69,14 @@ void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
 
 void uvcuda__loop_settle(struct uvcuda__loop *l) {
   struct uvcuda__queue *q;
-  int locked = 0;
+  uint64_t at = 0;
+  int locked = 0, ask;
   UVCUDA__PROF_BEGIN(p0);
 
-  /* One locked batch for every watch that changed. */
+  /* One locked batch for every watch that changed, and the pre-wake timer
+   * (at a start, in the batch of its arm). */
   if (l->reactor_attached) {
+    ask = uvcuda__adapt_ask(&l->adapt, &at);
     uvcuda__queue_foreach(q, &l->tls.touched) {
       struct uvcuda__timeline *tl = tl_of_touch(q);
       uint64_t want = uvcuda__tl_watch_want(&l->tls, tl);
@@ -86,6 +89,11 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
       }
       uvcuda__reactor_watch(&l->rc, &tl->watch, want);
       tl->watched = want;
+    }
+    if (ask) {
+      if (!locked) uvcuda__reactor_sync_begin(&l->rc);
+      locked = 1;
+      uvcuda__reactor_wake_at(&l->rc, at);
     }
     if (locked) uvcuda__reactor_sync_end(&l->rc);
   }
@@ -294,11 +302,12 @@ static void on_idle(uv_idle_t *h) {
 /* The pre-wake timer: the futures due are polled from this pass on. */
 static void on_timer(uv_poll_t *h, int status, int events) {
   struct uvcuda__loop *l = h->data;
-  uint64_t now = uv_hrtime();
+  uint64_t now;
   (void)status, (void)events;
   if (parked(l)) return;
-  if (l->adapt.expired) return; /* left readable (adapt.h): the idle pass polls */
   UVCUDA__PROF_BEGIN(p0);
+  uvcuda__adapt_drain(&l->adapt);
+  now = uv_hrtime();
   uvcuda__adapt_fire(&l->adapt, now);
   uvcuda__adapt_pass(&l->adapt, &l->tls, now);
   after_pass(l);
@@ -310,7 +319,7 @@ int uvcuda__loop_handles_init(struct uvcuda__loop *l) {
                                on_timer);
   if (err != 0) return err;
   l->adapt.poll.data = l; /* loop.c's close callback finds the loop so */
-  l->adapt.quiet.data = l;
+  l->rc.tfd = l->adapt.fd; /* before listen: the reactor sets it (adapt.h) */
   /* Cannot fail: the eventfd it needs came with uv_loop_init (libuv's own
    * work-queue async handle). */
   uv_async_init(l->uv, &l->async, on_async);

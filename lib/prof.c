@@ -9,7 +9,7 @@
 
 static const char *const name[UVCUDA__P_COUNT] = {
     "start", "capture", "tlget", "push", "op", "postop", "mark", "pop",
-    "adapt", "settle", "lock", "settimer", "handles", "timer", "idle",
+    "adapt", "settle", "lock", "drain", "handles", "timer", "idle",
     "async", "news", "deliver", "cb"};
 static uint64_t total[UVCUDA__P_COUNT], count[UVCUDA__P_COUNT];
 

@@ -23,7 +23,13 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#ifdef __linux__
+#include <sys/timerfd.h>
+#endif
 
 #include "context.h"
 #include "counter.h"
@@ -230,6 +236,27 @@ static void step_aside(void) {
     cpu_relax();
 }
 
+/* The clients' pre-wake timers, as their loops last asked. Caller holds
+ * mu: a client's fd is closed only after it detached, under mu. Setting
+ * a timerfd also drops an expiry not yet read (timerfd_settime(2)). */
+static void set_timers(void) {
+#ifdef __linux__
+  struct uvcuda__queue *cq;
+  uvcuda__queue_foreach(cq, &clients) {
+    struct uvcuda__rclient *c = client_of(cq);
+    struct itimerspec its;
+    if (c->wake_want == c->wake_set || c->tfd < 0) continue;
+    memset(&its, 0, sizeof(its));
+    its.it_value.tv_sec = (time_t)(c->wake_want / 1000000000u);
+    its.it_value.tv_nsec = (long)(c->wake_want % 1000000000u);
+    /* A refusal leaves it unset: the future is delivered without the
+     * pre-wake, as a late prediction is. */
+    (void)timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    c->wake_set = c->wake_want;
+  }
+#endif
+}
+
 /* How long the reactor busy-polls once nothing is watched, before it
  * parks: the smallest spin_ns of the clients. Futures often come back to
  * back (a callback starts the next one), and an arm that finds the
@@ -257,6 +284,7 @@ static void reactor_main(void *arg) {
   next_probe = last_progress;
   while (me == cur) {
     ring_on_fault();
+    set_timers();
     bounds(&spin, &yield, &sleep_max, &probe_ns, &mem, &any);
     if (!any) {
       now = uv_hrtime();
@@ -330,6 +358,8 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   atomic_init(&c->rang, 0);
   atomic_init(&c->held, 0);
   atomic_init(&c->polling, 0);
+  c->tfd = -1;
+  c->wake_want = c->wake_set = 0;
   lock_loopside();
   /* No reactor (the last loop left, its thread retired or still ending):
    * start one here, so that a refusal is this attach's error and never a
@@ -413,6 +443,15 @@ void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
   /* Wake only a waiting reactor: a spinning one sees the new entry on its
    * next pass, and signalling it each time costs the loop a syscall. */
   if (parked || sleeping) pthread_cond_signal(&cond);
+}
+
+void uvcuda__reactor_wake_at(struct uvcuda__rclient *c, uint64_t at) {
+  c->wake_want = at;
+  /* An arm of this batch (kicked) woke it already. */
+  if (at != 0 && !kicked && (parked || sleeping)) {
+    kicked = 1;
+    pthread_cond_signal(&cond);
+  }
 }
 
 void uvcuda__reactor_sync_end(struct uvcuda__rclient *c) {

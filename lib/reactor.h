@@ -28,6 +28,12 @@ struct uvcuda__rclient {
    * then reads `polling`; one of them sees the other. */
   atomic_int held, polling;
   atomic_int rang; /* the reactor rang since the loop last looked */
+  /* The loop's pre-wake timerfd (adapt.h; -1: none, set before listen).
+   * The loop asks for an expiry in a batch (wake_at); the reactor makes
+   * the timerfd_settime call, which cost the loop thread 1.6 to 2.3 µs per
+   * pre-woken future (H100, run 19), and it runs anyway. Under the lock. */
+  int tfd;
+  uint64_t wake_want, wake_set; /* absolute uv_hrtime() ns, 0: disarmed */
   uint64_t spin_ns, yield_ns, sleep_max_ns, probe_ns; /* back-off */
   int timing; /* stamp watches' seen_ns */
 };
@@ -47,6 +53,11 @@ void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c);
 void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
                            uint64_t threshold);
 void uvcuda__reactor_sync_end(struct uvcuda__rclient *c);
+/* In a batch, after its watches: c's timerfd is to expire at `at` (absolute uv_hrtime() ns,
+ * in the past: at once), or be disarmed (0). The reactor sets it on its
+ * next pass; with no armed watch to keep it awake it may do so only at
+ * the next arm (a disarm then comes late: one wake-up for nothing). */
+void uvcuda__reactor_wake_at(struct uvcuda__rclient *c, uint64_t at);
 
 /* Moves c's fired watches onto `out` (each stays off the reactor's queues
  * once the caller unlinks it from `out`). */
