@@ -297,7 +297,8 @@ typedef struct uvcuda_stats_s {
   uint64_t faults;            /* CUDA contexts found in a sticky error */
   uint64_t timelines;         /* timelines in use now (not idle ones) */
   uint64_t latency_hist[UVCUDA_HIST_BUCKETS];
-  /* Adaptive spin (zero while it is off). A prediction is "hit" when the
+  /* Adaptive spin (these five zero while it is off; spin_ns counts
+   * either way). A prediction is "hit" when the
    * loop saw the future done while spinning for it, "early" when it was
    * done before that spin began, "late" when the spin ended first (the
    * reactor or host function then delivers it, as without prediction). */
@@ -321,8 +322,10 @@ typedef enum {
   UVCUDA_FUTURE_SPINNING,  /* marker enqueued, loop polls it */
   UVCUDA_FUTURE_ARMED,     /* waits for the reactor / host function */
   UVCUDA_FUTURE_COMPLETE,  /* done, callback runs on this iteration */
-  UVCUDA_FUTURE_FAILED,    /* error known, callback runs on this iteration */
-  UVCUDA_FUTURE_CLOSING,
+  UVCUDA_FUTURE_FAILED,    /* error known, callback runs on this iteration;
+                            * also a future closed in flight, until its
+                            * UVCUDA_ECANCELED callback */
+  UVCUDA_FUTURE_CLOSING,   /* callback ran, close_cb not yet */
   UVCUDA_FUTURE_CLOSED
 } uvcuda_future_state_t;
 
@@ -409,8 +412,9 @@ UVCUDA_EXTERN int uvcuda_future_start(uvcuda_future_t *f,
                                       uvcuda_stream_t stream, uvcuda_op_cb op,
                                       uvcuda_future_cb cb);
 /* Closes f. If it is started and its callback has not run, the callback
- * runs with UVCUDA_ECANCELED (the GPU work itself goes on); then close_cb
- * (may be NULL) runs, on a later iteration, never from inside this call.
+ * runs with UVCUDA_ECANCELED (the GPU work itself goes on; until then f
+ * reads FAILED and active); then close_cb (may be NULL) runs, on a later
+ * iteration, never from inside this call.
  * Nothing touches f after close_cb: free it there. Returns 0,
  * UVCUDA_EINVAL (NULL), UVCUDA_ENOTINIT, UVCUDA_ECLOSING (already closing
  * or closed), UVCUDA_EBUSY (from f's own op: its start is still running),

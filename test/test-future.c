@@ -1045,10 +1045,17 @@ static void close_at_every_state(void **state) {
     TU_OK(uvcuda_future_close(f, tu_rec_closed));
     assert_int_equal(r->calls, 0);
     assert_int_equal(r->closed, 0);
+    /* As api.md says: FAILED and active until the cancellation callback,
+     * CLOSING (not active) in it, CLOSED in the close callback. */
+    assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_FAILED);
+    assert_true(uvcuda_future_is_active(f));
     tu_run(&e->uv, 5000);
     assert_int_equal(r->calls, 1);
     assert_int_equal(r->status, UVCUDA_ECANCELED);
+    assert_int_equal(r->cb_state, UVCUDA_FUTURE_CLOSING);
+    assert_false(r->cb_active);
     assert_int_equal(r->closed, 1);
+    assert_int_equal(r->closed_state, UVCUDA_FUTURE_CLOSED);
     /* Poison the future's memory: nothing may touch it any more. */
     memset(f, 0xa5, sizeof(*f));
     tu_gate_open(&g);

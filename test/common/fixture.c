@@ -135,11 +135,14 @@ void tu_rec_done(uvcuda_future_t *f, int status) {
   r->status = status;
   r->order = ++rec_order;
   r->t_ns = tu_now_ns();
+  r->cb_state = (int)uvcuda_future_state(f);
+  r->cb_active = uvcuda_future_is_active(f);
 }
 
 void tu_rec_closed(uvcuda_future_t *f) {
   tu_rec_t *r = f->data;
   r->closed++;
+  r->closed_state = (int)uvcuda_future_state(f);
 }
 
 void tu_fx_note_stream(CUstream s, int alive) {

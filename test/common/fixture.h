@@ -73,6 +73,8 @@ typedef struct {
   int closed;   /* close callbacks */
   unsigned order; /* the last callback's place among every recorder's */
   uint64_t t_ns;  /* of the last callback */
+  int cb_state, cb_active; /* the future's state and is_active in it */
+  int closed_state;        /* its state in the last close callback */
 } tu_rec_t;
 
 tu_rec_t *tu_fx_rec(tu_fx_t *fx);
