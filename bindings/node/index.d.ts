@@ -48,9 +48,12 @@ export interface AwaitOptions {
 /** The Error of GPU, driver and argument failures. */
 export interface UvcudaError extends Error {
   /** 'CUDA_ERROR_ILLEGAL_ADDRESS', 'UVCUDA_ECAPTURING', 'UVCUDA_ENODRIVER',
-   * 'EBUSY' (uvcuda_err_name), or Node's 'ERR_INVALID_ARG_TYPE',
-   * 'ERR_INVALID_ARG_VALUE', 'ERR_OUT_OF_RANGE', 'ERR_INVALID_STATE',
-   * 'ERR_ILLEGAL_CONSTRUCTOR', 'ERR_CONSTRUCT_CALL_REQUIRED'. */
+   * 'EBUSY' (uvcuda_err_name), or Node's 'ERR_INVALID_ARG_TYPE' (wrong
+   * type), 'ERR_INVALID_ARG_VALUE' (a string that is none of the names the
+   * call takes; a signature or argument list of the wrong length),
+   * 'ERR_OUT_OF_RANGE' (a number out of range; more than 3 dims),
+   * 'ERR_INVALID_STATE', 'ERR_ILLEGAL_CONSTRUCTOR',
+   * 'ERR_CONSTRUCT_CALL_REQUIRED'. */
   code: string;
   /** The negative uvcuda error code (uvcuda and CUDA errors); CUDA result r
    * is -20000 - r. */
@@ -128,11 +131,14 @@ export interface Stats {
   /** Calls of this env handed to a stream (a future started: the promise
    * helper's awaits), and how those settled: by the work, or by a
    * rejection at the stream (a capturing stream's UVCUDA_ECAPTURING, a
-   * driver error of the enqueue, a fault). A call refused before that (bad
-   * arguments, a closed object, an aborted signal, UVCUDA_ENOTSUP) is in
-   * none of them, and an aborted call's work still completes: it counts as
-   * resolved or rejected by what the work did, not as the AbortError its
-   * caller saw. pending: started, not yet settled. */
+   * driver error of the enqueue, the device's fault; a fault known before
+   * the call rejects it without reaching the driver, and counts as awaited
+   * and rejected at once, with no future started: not in started or
+   * failed). A call refused before that (bad arguments, a closed object,
+   * an object gone with a reset, a device being reset, an aborted signal,
+   * UVCUDA_ENOTSUP) is in none of them, and an aborted call's work still
+   * completes: it counts as resolved or rejected by what the work did, not
+   * as the AbortError its caller saw. pending: started, not yet settled. */
   pending: number;
   awaited: number;
   resolved: number;
@@ -272,7 +278,8 @@ export class Stream {
   launchOnThreadPool(kernel: Kernel, grid: Dim3, block: Dim3, args?: readonly KernelArg[],
                      sharedMemBytes?: number, options?: AwaitOptions): Promise<void>;
   /** Starts graph capture (the graph is discarded at endCapture); awaiting
-   * a capturing stream rejects with UVCUDA_ECAPTURING. */
+   * a capturing stream rejects with UVCUDA_ECAPTURING. Another mode string:
+   * TypeError ERR_INVALID_ARG_VALUE. */
   beginCapture(mode?: 'global' | 'thread-local' | 'relaxed'): void;
   endCapture(): void;
   /** No new work; an owned stream is destroyed once its pending work is done. */
@@ -303,7 +310,8 @@ export class Module {
   readonly unloaded: boolean;
   /** A kernel of this module with its parameter types: one per parameter
    * (checked against the kernel where the driver or the PTX says how many;
-   * TypeError ERR_INVALID_ARG_VALUE otherwise). */
+   * TypeError ERR_INVALID_ARG_VALUE otherwise, and for a type name that is
+   * none of ParamType). */
   getFunction(name: string, signature: readonly ParamType[]): Kernel;
   /** Unloads once no Kernel of it and no launch pending needs it. */
   unload(): void;
@@ -325,7 +333,10 @@ export const include_dir: string;
  * helper and uvcuda's sources, a static library) they depend on:
  * `"<!(node -p \"require('uvcuda').targets\"):uvcuda_napi"`. */
 export const targets: string;
-/** Loads the driver; throws UvcudaError (UVCUDA_ENODRIVER, CUDA_ERROR_NO_DEVICE, ...). */
+/** Loads the driver; throws UvcudaError (UVCUDA_ENODRIVER, CUDA_ERROR_NO_DEVICE, ...).
+ * The driver is loaded (dlopen, version check, cuInit) once per process and
+ * the result is kept: after a failed load every later call fails the same
+ * way; restart the process to load it again. */
 export function driverInfo(): DriverInfo;
 /** 0 where the driver says there is no device (CUDA_ERROR_NO_DEVICE);
  * throws UvcudaError UVCUDA_ENODRIVER without a driver. */
@@ -336,11 +347,14 @@ export function fence(stream: Stream | bigint, options?: AwaitOptions): Promise<
 export function fence(stream: Stream | bigint, device?: Device,
                       options?: AwaitOptions): Promise<void>;
 /** Options of this env's uvcuda loop context, until it opens at the env's
- * first call that reaches a stream (not reset(), the ...OnThreadPool
+ * first call that reaches a stream (one the device's known fault rejects
+ * included, as stats() counts it; not reset(), the ...OnThreadPool
  * baselines or a refused call); then throws EBUSY. Each call sets every
  * option: one left out or undefined takes its default, not an earlier
- * call's value. Read with plain gets, as Node core reads options. */
-export function configure(options: Readonly<ConfigureOptions>): void;
+ * call's value; configure() or configure(undefined) sets them all to their
+ * defaults. Read with plain gets, as Node core reads options. A completion
+ * that is none of the strategies: TypeError ERR_INVALID_ARG_VALUE. */
+export function configure(options?: Readonly<ConfigureOptions>): void;
 /** Not a GPU call: before the env's first awaited call, zeros and the
  * settings to come (no driver needed). Throws EINVAL / UVCUDA_ESTRATEGY,
  * naming the variable, if the environment's settings are invalid. */

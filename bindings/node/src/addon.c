@@ -200,6 +200,118 @@ const char *describe(napi_env env, napi_value v, char *buf, size_t size) {
   return buf;
 }
 
+/* What inspect_string writes: at most `max` UTF-16 units, then `over`. */
+struct shown {
+  char *buf;
+  size_t size, len, units, max;
+  int over;
+};
+
+/* Appends n bytes that are u UTF-16 units: ASCII (u == n) a unit at a
+ * time, as String.prototype.slice cuts; another character whole. */
+static void show_put(struct shown *w, const char *p, size_t n, size_t u) {
+  size_t i;
+  if (w->over) return;
+  if (u != n) {
+    if (w->units + u > w->max || w->len + n >= w->size) {
+      w->over = 1;
+      return;
+    }
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+    w->units += u;
+    return;
+  }
+  for (i = 0; i < n; i++) {
+    if (w->units == w->max || w->len + 1 >= w->size) {
+      w->over = 1;
+      return;
+    }
+    w->buf[w->len++] = p[i];
+    w->units++;
+  }
+}
+
+/* The string v as util.inspect shows it (quotes chosen, and control
+ * characters, the quote and backslashes escaped, as there), cut as Node's
+ * ERR_INVALID_ARG_VALUE cuts it: past 128 UTF-16 units, the first 128 and
+ * "..." (a character that would straddle the cut is left out whole). Into
+ * buf, of at least 8 bytes. */
+static void inspect_string(napi_env env, napi_value v, char *buf, size_t size) {
+  static const char *const ctl[] = {"\\b", "\\t", "\\n", "\\x0B", "\\f", "\\r"};
+  struct shown w = {buf, size - 4, 0, 0, 128, 0}; /* room for "..." */
+  size_t len = 0, i, n;
+  char quote = '\'', esc[8], *s;
+  int tpl = 0;
+
+  buf[0] = '\0';
+  if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != napi_ok ||
+      (s = malloc(len + 1)) == NULL)
+    return;
+  napi_get_value_string_utf8(env, v, s, len + 1, &len);
+  /* Node's strEscape: single quotes, unless the string has one; then
+   * double quotes if it has none, else backticks if it has neither them
+   * nor "${", else single quotes with \'. (memchr: a NUL is a character.) */
+  if (memchr(s, '\'', len) != NULL) {
+    for (i = 0; i + 1 < len; i++)
+      if (s[i] == '$' && s[i + 1] == '{') tpl = 1;
+    if (memchr(s, '"', len) == NULL) quote = '"';
+    else if (memchr(s, '`', len) == NULL && !tpl) quote = '`';
+  }
+  show_put(&w, &quote, 1, 1);
+  for (i = 0; i < len; i += n) {
+    unsigned char c = (unsigned char)s[i], c2 = i + 1 < len ? (unsigned char)s[i + 1] : 0;
+    n = 1;
+    if (c < 0x20 || c == 0x7f) {
+      if (c >= 8 && c <= 13) snprintf(esc, sizeof(esc), "%s", ctl[c - 8]);
+      else snprintf(esc, sizeof(esc), "\\x%02X", c);
+    } else if (c == 0xc2 && c2 >= 0x80 && c2 <= 0x9f) { /* U+0080..U+009F */
+      snprintf(esc, sizeof(esc), "\\x%02X", c2);
+      n = 2;
+    } else if (c == '\\' || (c == '\'' && quote == '\'')) {
+      snprintf(esc, sizeof(esc), "\\%c", c);
+    } else {
+      /* A character as it is (UTF-8; four bytes are two UTF-16 units). */
+      n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+      if (n > len - i) n = len - i;
+      show_put(&w, s + i, n, n == 4 ? 2 : 1);
+      continue;
+    }
+    show_put(&w, esc, strlen(esc), strlen(esc));
+  }
+  show_put(&w, &quote, 1, 1);
+  free(s);
+  if (w.over) {
+    memcpy(buf + w.len, "...", 3);
+    w.len += 3;
+  }
+  buf[w.len] = '\0';
+}
+
+napi_value throw_one_of(napi_env env, napi_value v, const char *what,
+                        const char *const *names, size_t n) {
+  char list[512], shown[640];
+  size_t i, o = 0;
+  list[0] = '\0';
+  for (i = 0; i < n && o < sizeof(list); i++)
+    o += (size_t)snprintf(list + o, sizeof(list) - o, "%s'%s'", i ? ", " : "", names[i]);
+  inspect_string(env, v, shown, sizeof(shown));
+  return throw_value(env, "The %s '%s' must be one of: %s. Received %s",
+                     strchr(what, '.') != NULL ? "property" : "argument", what, list, shown);
+}
+
+int str_one_of(napi_env env, napi_value v, const char *const *names, int n) {
+  char buf[64];
+  size_t len = 0;
+  int i;
+  if (napi_get_value_string_utf8(env, v, buf, sizeof(buf), &len) != napi_ok ||
+      len >= sizeof(buf) - 1 || strlen(buf) != len) /* cut short, or a NUL in it */
+    return -1;
+  for (i = 0; i < n; i++)
+    if (names[i] != NULL && strcmp(buf, names[i]) == 0) return i;
+  return -1;
+}
+
 /* ---- arguments --------------------------------------------------------- */
 
 int arg_is_undefined(napi_env env, napi_value v) {
@@ -458,34 +570,39 @@ static int option_get(napi_env env, napi_value obj, const char *key, napi_value 
 }
 
 /* configure({ completion, spinBudgetUs, probeIntervalUs, latencyHistogram,
- * adaptive }) */
+ * adaptive } = {}) */
 static napi_value js_configure(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1], v;
   napi_valuetype t;
   uvcuda_options_t o;
   bool b = false;
-  char name[32];
-  size_t len = 0;
+  const char *names[7];
   char gotbuf[160];
-  int err, got;
+  int i, got;
 
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
   uvcuda_options_init(&o);
-  if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_object)
+  /* Left out (or undefined): every option left out, all defaults, as Node
+   * core takes an omitted options bag. */
+  if (argc < 1 || arg_is_undefined(env, argv[0])) {
+    uvcuda_napi_configure(env, &o); /* throws EBUSY once the loop context is open */
+    return NULL;
+  }
+  if (napi_typeof(env, argv[0], &t) != napi_ok || t != napi_object)
     return throw_type(env, "options must be an object, got %s",
-                      describe(env, argc < 1 ? NULL : argv[0], gotbuf, sizeof(gotbuf)));
+                      describe(env, argv[0], gotbuf, sizeof(gotbuf)));
 
   if ((got = option_get(env, argv[0], "completion", &v)) < 0) return NULL;
   if (got) {
     if (napi_typeof(env, v, &t) != napi_ok || t != napi_string)
       return throw_type(env, "options.completion must be a string, got %s",
                         describe(env, v, gotbuf, sizeof(gotbuf)));
-    napi_get_value_string_utf8(env, v, name, sizeof(name), &len);
-    if ((err = uvcuda_completion_parse(name, &o.completion)) != 0)
-      return throw_range(env, "options.completion: unknown strategy '%s' (auto, "
-                              "reactor, hostfn, hostfn-spin, hostfn-block, poll)",
-                         name);
+    /* 'default' (what a left-out completion is) is taken too, unlisted. */
+    for (i = 0; i < 7; i++) names[i] = uvcuda_completion_name((uvcuda_completion_t)i);
+    if ((i = str_one_of(env, v, names, 7)) < 0)
+      return throw_one_of(env, v, "options.completion", names + 1, 6);
+    o.completion = (uvcuda_completion_t)i;
   }
   if ((got = option_get(env, argv[0], "spinBudgetUs", &v)) < 0) return NULL;
   if (got) {

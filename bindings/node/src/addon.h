@@ -176,6 +176,13 @@ napi_value throw_stale(napi_env env, const char *what, int ordinal);
 napi_status uvcuda_napi__settings(napi_env env, uvcuda_loop_t **loop,
                                   uvcuda_completion_t *completion,
                                   uint64_t *spin_budget_ns, int *adaptive);
+/* src/uvcuda_napi.c: counts, in stats(), a call rejected before it was
+ * handed to its stream for what the stream would have rejected it for (a
+ * device known to be faulted: op_enter_await), as an await that was
+ * rejected: awaited and rejected, the env's loop context opened as by an
+ * await. Call it before throwing the rejection's error. Fails (thrown,
+ * uncounted) where an await would: the env's settings are invalid. */
+napi_status uvcuda_napi__count_rejected(napi_env env);
 /* A named uvcuda Error (uvcuda_napi_throw). */
 napi_value throw_uv(napi_env env, int err);
 /* src/uvcuda_napi.c: an error shown as Node core shows its own
@@ -222,6 +229,16 @@ int host_bytes(napi_env env, napi_value v, void **data, size_t *len, int *detach
  * core's validateArray), with *out a plain array of its elements; 0 if not
  * (nothing thrown); -1 if a Proxy trap threw. */
 int arg_array(napi_env env, napi_value v, napi_value *out);
+/* A string argument that must be one of names[0..n): its index, or -1
+ * (nothing thrown) for any other string, one cut short at a NUL included.
+ * NULL entries match nothing. */
+int str_one_of(napi_env env, napi_value v, const char *const *names, int n);
+/* TypeError ERR_INVALID_ARG_VALUE for the string v of argument `what`
+ * (a property where `what` has a dot: 'options.completion'), which is none
+ * of names[0..n), as Node core's validateOneOf says it: "The argument
+ * 'mode' must be one of: 'global', 'relaxed'. Received 'bogus'". */
+napi_value throw_one_of(napi_env env, napi_value v, const char *what,
+                        const char *const *names, size_t n);
 /* Grid / block: a number or an array of 1..3 positive integers. */
 int arg_dim3(napi_env env, napi_value v, const char *what, unsigned out[3]);
 
@@ -260,6 +277,11 @@ void addon_env_free_grave(struct addon_env *ae);
  * (a foreign stream of no known device): nothing to take. */
 int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
              uint64_t *gen);
+/* op_enter for a call that returns the promise helper's await (stream.c's
+ * submit): where the device's known fault refuses it, stats() counts it
+ * as awaited and rejected, as the same fault met at the stream is. */
+int op_enter_await(napi_env env, struct dev *d, struct res *const *rs, int n,
+                   uint64_t *gen);
 void op_leave(struct dev *d);
 /* d's allocation stream, made again after a reset (call inside op_enter). */
 void dev_refresh(struct dev *d, uint64_t gen);

@@ -83,8 +83,8 @@ static int res_stale(const struct res *r) {
   return r->dev != NULL && r->kind != RES_DEVICE && r->gen != devstate_gen(r->dev->ordinal);
 }
 
-int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
-             uint64_t *gen) {
+static int enter(napi_env env, struct dev *d, struct res *const *rs, int n,
+                 uint64_t *gen, int counted) {
   int i, err;
   *gen = 0;
   if (d != NULL && devstate_enter(d->ordinal, gen) != 0) {
@@ -95,7 +95,12 @@ int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
    * device refuses new work, as the driver would, whatever a fresh
    * context of its says (after a reset on the H200 it says nothing). */
   if (d != NULL && (err = devstate_fault_now(d->ordinal)) != 0) {
+    bool pending = false;
     devstate_leave(d->ordinal);
+    /* An await rejects with it as the stream would: counted as one. */
+    if (counted && uvcuda_napi__count_rejected(env) != napi_ok &&
+        napi_is_exception_pending(env, &pending) == napi_ok && pending)
+      return -1; /* the env's settings are invalid: that error, as for an await */
     throw_uv(env, err);
     return -1;
   }
@@ -118,6 +123,16 @@ int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
     return -1;
   }
   return 0;
+}
+
+int op_enter(napi_env env, struct dev *d, struct res *const *rs, int n,
+             uint64_t *gen) {
+  return enter(env, d, rs, n, gen, 0);
+}
+
+int op_enter_await(napi_env env, struct dev *d, struct res *const *rs, int n,
+                   uint64_t *gen) {
+  return enter(env, d, rs, n, gen, 1);
 }
 
 void op_leave(struct dev *d) {
@@ -739,7 +754,7 @@ static napi_value module_get_function(napi_env env, napi_callback_info info) {
   struct res *held[1];
   struct kern_res *k;
   unsigned char sig[ADDON_MAX_PARAMS];
-  char name[256], tname[16], got[160];
+  char name[256], tname[32], got[160];
   napi_valuetype t;
   uint32_t n = 0, i;
   CUcontext prev;
@@ -770,13 +785,10 @@ static napi_value module_get_function(napi_env env, napi_callback_info info) {
     if (napi_typeof(env, e, &t) != napi_ok || t != napi_string)
       return throw_type(env, "signature[%u] must be a string, got %s", i,
                         describe(env, e, got, sizeof(got)));
-    napi_get_value_string_utf8(env, e, tname, sizeof(tname), &len);
-    for (j = 0; j < P_NTYPES; j++)
-      if (strcmp(tname, addon_ptype_names[j]) == 0) break;
-    if (j == P_NTYPES)
-      return throw_type(env, "signature[%u]: unknown parameter type '%s' (ptr, "
-                             "u8, i8, u16, i16, u32, i32, u64, i64, f32, f64)",
-                        i, tname);
+    if ((j = str_one_of(env, e, addon_ptype_names, P_NTYPES)) < 0) {
+      snprintf(tname, sizeof(tname), "signature[%u]", i);
+      return throw_one_of(env, e, tname, addon_ptype_names, P_NTYPES);
+    }
     sig[i] = (unsigned char)j;
   }
   held[0] = &m->h;

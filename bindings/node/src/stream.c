@@ -244,7 +244,7 @@ static napi_value submit(napi_env env, struct op *o, struct dev *d,
   napi_status s;
   CUresult r;
 
-  if (op_enter(env, d, o->held, o->nheld, &gen) != 0) {
+  if (op_enter_await(env, d, o->held, o->nheld, &gen) != 0) {
     op_free(env, o);
     return NULL;
   }
@@ -825,7 +825,8 @@ PROMISE_METHOD(stream_launch_pool, launch_pool)
  * graph is destroyed (this package does not launch graphs); while capturing,
  * awaiting the stream rejects with UVCUDA_ECAPTURING. */
 static napi_value stream_begin_capture(napi_env env, napi_callback_info info) {
-  size_t argc = 1, len = 0;
+  static const char *const modes[] = {"global", "thread-local", "relaxed"};
+  size_t argc = 1;
   napi_value argv[1] = {NULL}, self;
   struct stream_res *s = this_stream(env, info, &argc, argv, &self);
   struct res *held[1];
@@ -833,20 +834,20 @@ static napi_value stream_begin_capture(napi_env env, napi_callback_info info) {
   CUcontext prev = NULL;
   napi_valuetype t;
   uint64_t gen;
-  char m[16], got[160];
+  char got[160];
   CUresult r;
+  int i;
 
   if (s == NULL) return NULL;
   if (!arg_is_undefined(env, argv[0])) {
     if (napi_typeof(env, argv[0], &t) != napi_ok || t != napi_string)
       return throw_type(env, "mode must be 'global', 'thread-local' or 'relaxed', got %s",
                         describe(env, argv[0], got, sizeof(got)));
-    napi_get_value_string_utf8(env, argv[0], m, sizeof(m), &len);
-    if (strcmp(m, "global") == 0) mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-    else if (strcmp(m, "thread-local") == 0) mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-    else if (strcmp(m, "relaxed") == 0) mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    else return throw_range(env, "mode must be 'global', 'thread-local' or 'relaxed', got %s",
-                            describe(env, argv[0], got, sizeof(got)));
+    if ((i = str_one_of(env, argv[0], modes, 3)) < 0)
+      return throw_one_of(env, argv[0], "mode", modes, 3);
+    mode = i == 0 ? CU_STREAM_CAPTURE_MODE_GLOBAL
+                  : i == 1 ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                           : CU_STREAM_CAPTURE_MODE_RELAXED;
   }
   if (need_driver(env) != 0) return NULL;
   held[0] = &s->h;

@@ -495,6 +495,19 @@ int uvcuda_napi_closing(napi_env env) {
   return ((struct napi_state *)p)->closing;
 }
 
+napi_status uvcuda_napi__count_rejected(napi_env env) {
+  uvcuda_loop_t *ul;
+  struct napi_state *st;
+  napi_status s;
+  /* Opened as an await opens it: configure() is too late from here on, and
+   * the options' error (thrown) is the call's, uncounted, as for an await. */
+  if ((s = uvcuda_napi_loop(env, &ul)) != napi_ok) return s;
+  st = ul->data;
+  st->stats.awaited++;
+  st->stats.rejected++;
+  return napi_ok;
+}
+
 napi_status uvcuda_napi_stats(napi_env env, uvcuda_napi_stats_t *stats) {
   struct napi_state *st = NULL;
   napi_status s;

@@ -16,6 +16,7 @@ const m = dev && dev.alloc(64);
 
 const typeError = { name: 'TypeError' };
 const rangeError = { name: 'RangeError' };
+const valueError = { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE' };
 const closed = { name: 'TypeError', code: 'UVCUDA_ECLOSING', errno: -30009 };
 
 /** f() returns a Promise (it does not throw) that rejects with `want`. */
@@ -46,7 +47,7 @@ test('errors print their code as Node core\'s do: `Name [CODE]: message`', async
     'rejected, UVCUDA_ECLOSING': await s2.fence().catch((e) => e),
     'rejected by the wrapper, options': await s.fence(42, 43).catch((e) => e),
     'rejected by the wrapper, signal': await s.fence({ signal: 1 }).catch((e) => e),
-    'thrown, a uvcuda code': caught(() => uvcuda.configure({ completion: 'nope' })),
+    'thrown, ERR_INVALID_ARG_VALUE': caught(() => uvcuda.configure({ completion: 'nope' })),
   };
   for (const [label, e] of Object.entries(errors)) {
     assert.ok(e instanceof Error, label);
@@ -150,12 +151,55 @@ test('launch arguments: kernel, grid, block, parameters', async () => {
 test('getFunction: names and signatures', () => {
   assert.throws(() => k.mod.getFunction(), typeError);
   assert.throws(() => k.mod.getFunction('uvcuda_add_u32'), typeError);
-  assert.throws(() => k.mod.getFunction('uvcuda_add_u32', ['ptr', 'int']), typeError);
+  assert.throws(() => k.mod.getFunction('uvcuda_add_u32', ['ptr', 'int']), valueError);
   assert.throws(() => k.mod.getFunction('uvcuda_add_u32', [1]), typeError);
   assert.throws(() => k.mod.getFunction('', []), rangeError);
   assert.throws(() => k.mod.getFunction('x', new Array(65).fill('u32')), rangeError);
   assert.throws(() => k.mod.getFunction('no_such_kernel', []),
     { name: 'Error', code: 'CUDA_ERROR_NOT_FOUND', errno: -20500, cudaResult: 500 });
+});
+
+// As Node core's validateOneOf (dns.lookup's family, spawn's stdio): a
+// string that is none of the names a call takes is ERR_INVALID_ARG_VALUE,
+// a TypeError, whose message lists them and shows the value as
+// util.inspect does; a value of another type stays ERR_INVALID_ARG_TYPE.
+test('an unknown name is ERR_INVALID_ARG_VALUE, as Node core\'s validateOneOf', () => {
+  const { inspect } = require('node:util');
+  const oneOf = (name, allowed, v) => ({
+    name: 'TypeError',
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: `The ${name.includes('.') ? 'property' : 'argument'} '${name}' must be one of: ` +
+      `${allowed.map((a) => `'${a}'`).join(', ')}. Received ` +
+      (inspect(v).length > 128 ? `${inspect(v).slice(0, 128)}...` : inspect(v)),
+  });
+  const types = ['ptr', 'u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'u64', 'i64', 'f32', 'f64'];
+  const strategies = ['auto', 'reactor', 'hostfn', 'hostfn-spin', 'hostfn-block', 'poll'];
+  const modes = ['global', 'thread-local', 'relaxed'];
+  const c = dev.createStream();
+  // Shown as util.inspect shows them, quotes, escapes and all; none of
+  // them is a name cut short at a NUL or at a buffer's end.
+  for (const v of ['u65', '', 'U32', 'u32\0', 'u32 ', "it's", 'it\'s "x"', 'it\'s "x" `y`',
+    'a\0b\n\t\x7f\u0085\\c', 'é€😀', 'x'.repeat(150), 'x' + '😀'.repeat(70), 'u32'.padEnd(300, '\0')]) {
+    assert.throws(() => k.mod.getFunction('uvcuda_add_u32', ['ptr', v, 'u32']),
+      oneOf('signature[1]', types, v), JSON.stringify(v));
+    assert.throws(() => uvcuda.configure({ completion: v }),
+      oneOf('options.completion', strategies, v), JSON.stringify(v));
+    assert.throws(() => c.beginCapture(v), oneOf('mode', modes, v), JSON.stringify(v));
+  }
+  // A character the cut at 128 UTF-16 units would split (Node keeps half
+  // of it, a lone surrogate) is left out whole.
+  assert.throws(() => c.beginCapture('😀'.repeat(70)),
+    { ...valueError, message: /Received '(😀){63}\.\.\.$/ });
+  // Wrong types stay ERR_INVALID_ARG_TYPE.
+  const wrongType = { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' };
+  assert.throws(() => k.mod.getFunction('uvcuda_add_u32', ['ptr', 32, 'u32']), wrongType);
+  assert.throws(() => uvcuda.configure({ completion: 1 }), wrongType);
+  assert.throws(() => c.beginCapture(1), wrongType);
+  // The names themselves work.
+  assert.deepEqual(k.mod.getFunction('uvcuda_add_u32', ['ptr', 'u32', 'u32']).signature,
+    ['ptr', 'u32', 'u32']);
+  c.beginCapture('thread-local');
+  c.endCapture();
 });
 
 test('a Proxy of an array is an array, as Array.isArray says (Node core\'s validateArray)', async () => {
@@ -258,13 +302,13 @@ test('stream handles and fence arguments', async () => {
   await rejects(() => uvcuda.fence('s'), typeError);
   await rejects(() => uvcuda.fence(m), typeError);
   await rejects(() => uvcuda.fence(2n), typeError);
-  assert.throws(() => uvcuda.configure({ completion: 'nope' }), rangeError);
+  assert.throws(() => uvcuda.configure({ completion: 'nope' }), valueError);
   assert.throws(() => uvcuda.configure(1), typeError);
   assert.throws(() => uvcuda.configure({ adaptive: 'yes' }), typeError);
   // Every argument error says what it got, as the docs promise.
   assert.throws(() => uvcuda.configure(1), { message: /must be an object, got 1$/ });
   assert.throws(() => uvcuda.configure(null), { message: /must be an object, got null$/ });
-  assert.throws(() => uvcuda.configure(), { message: /got undefined$/ });
+  assert.throws(() => uvcuda.configure(() => {}), typeError);
   assert.throws(() => uvcuda.configure({ completion: null }),
     { ...typeError, message: /options.completion must be a string, got null$/ });
   assert.throws(() => uvcuda.errorName(undefined), { ...typeError, message: /got undefined$/ });
@@ -387,6 +431,35 @@ test('configure() reads options with plain gets, and options left out take their
   assert.deepEqual(lastJson(res), { proxy: 5000, spin: 20000, adaptive: true });
 });
 
+// Each call sets every option, a left-out one taking its default: an
+// options bag left out (or undefined) is every option left out, as Node
+// core takes an omitted options argument. null and non-objects are refused;
+// the loop context's rule (EBUSY once open) holds for it too.
+test('configure() and configure(undefined) set every option to its default', async () => {
+  const res = await runChild(`
+    const out = {};
+    uvcuda.configure({ spinBudgetUs: 7, adaptive: true, completion: 'poll' });
+    out.returns = uvcuda.configure();
+    out.bare = [uvcuda.stats().spinBudgetNs, uvcuda.stats().adaptive, uvcuda.stats().completion];
+    uvcuda.configure({ spinBudgetUs: 7 });
+    uvcuda.configure(undefined);
+    out.undef = uvcuda.stats().spinBudgetNs;
+    for (const bad of [null, 1, 'x', () => {}]) {
+      try { uvcuda.configure(bad); out[String(bad)] = 'no throw'; } catch (e) { out[String(bad)] = e.code; }
+    }
+    const k = common.setup();
+    k.dev.createStream().fence().then(() => {
+      try { uvcuda.configure(); out.late = 'no throw'; } catch (e) { out.late = e.code; }
+      console.log(JSON.stringify(out));
+    });`, { env: plainEnv });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), {
+    bare: [20000, false, 'auto'], undef: 20000,
+    null: 'ERR_INVALID_ARG_TYPE', 1: 'ERR_INVALID_ARG_TYPE', x: 'ERR_INVALID_ARG_TYPE',
+    '() => {}': 'ERR_INVALID_ARG_TYPE', late: 'EBUSY',
+  });
+});
+
 test('a bad environment variable is named in the error', async () => {
   for (const [name, value, code] of [['UVCUDA_ADAPTIVE', 'bogus', 'EINVAL'],
     ['UVCUDA_SPIN_BUDGET_US', 'abc', 'EINVAL'], ['UVCUDA_COMPLETION', 'nope', 'UVCUDA_ESTRATEGY']]) {
@@ -503,7 +576,7 @@ test('a capturing stream rejects with UVCUDA_ECAPTURING, then works again', asyn
     after.resolved - before.resolved, after.pending], [2, 2, 0, 0]);
   c.endCapture();
   await c.fence();
-  assert.throws(() => c.beginCapture('sideways'), rangeError);
+  assert.throws(() => c.beginCapture('sideways'), valueError);
   assert.throws(() => c.endCapture(), { code: 'CUDA_ERROR_ILLEGAL_STATE' });
 });
 
@@ -614,4 +687,24 @@ test('no device and missing entry points: named errors', async () => {
   const [info, open] = lastJson(res);
   assert.equal(typeof info, 'string');
   assert.equal(open, 'UVCUDA_ENOSYM');
+});
+
+// README: loading the driver (dlopen, version check, cuInit) happens once
+// per process and its result is kept: a load that failed once fails every
+// later call the same way, even where the failure was transient (here
+// cuInit refuses once, the first call only); only a new process loads again.
+test('a failed driver load is kept: every later call fails the same way', async () => {
+  const res = await runChild(`
+    const grab = (f) => { try { f(); return 'no throw'; } catch (e) { return e.code; } };
+    const out = [];
+    for (let i = 0; i < 3; i++) {
+      out.push(grab(() => uvcuda.deviceCount()), grab(() => uvcuda.driverInfo()),
+               grab(() => uvcuda.openDevice(0)));
+    }
+    uvcuda.fence(12345n).then(() => 'resolved', (e) => e.code).then((fence) => {
+      out.push(fence);
+      console.log(JSON.stringify(out));
+    });`, { env: { SIMCUDA_FAIL: 'cuInit=999:1' } });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), Array(10).fill('CUDA_ERROR_UNKNOWN'));
 });

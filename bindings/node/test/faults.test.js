@@ -233,6 +233,37 @@ test("the 'reset' event comes before reset()'s promise settles; a reset() from t
   assert.equal(out.ok, true);
 });
 
+// README: an aborted reset({ signal }) settles at once, but the reset goes
+// on: another reset() is refused until the reset is done, that is until the
+// calling thread's 'reset' listeners have run (a reset() from one of them
+// is refused too); after that one is taken.
+test('after an aborted reset(), another reset() is refused until the reset is done', async () => {
+  const res = await runChild(`${helpers}
+    (async () => {
+      const k = common.setup();
+      const out = {};
+      const code = (p) => p.then(() => 'resolved', (e) => e.code);
+      let fromListener;
+      k.dev.once('reset', (e) => { out.event = e; fromListener = code(k.dev.reset()); });
+      const done = once(k.dev, 'reset');
+      const ac = new AbortController();
+      const first = k.dev.reset({ signal: ac.signal });
+      ac.abort();
+      out.first = await first.then(() => 'resolved', (e) => e.name);
+      out.second = await code(k.dev.reset());
+      await done;
+      out.fromListener = await fromListener;
+      out.after = await code(k.dev.reset());
+      out.ok = await roundTrip(k.dev);
+      console.log(JSON.stringify(out));
+    })();`);
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), {
+    first: 'AbortError', second: 'ERR_INVALID_STATE', event: null,
+    fromListener: 'ERR_INVALID_STATE', after: 'resolved', ok: true,
+  });
+});
+
 // index.d.ts: 'fault' reaches "every Device object of it in every thread".
 // A Device referred to by nothing but its own listeners is such an object:
 // it is kept while it has 'fault' or 'reset' listeners (as Node keeps an
@@ -363,5 +394,83 @@ for (const [how, fail] of Object.entries(keeps)) test(`a driver that keeps the f
     reset: { code: illegal, ordinal: 0, restart: true, isError: true },
     health: illegal,
     later: illegal,
+  });
+});
+
+// README, stats(): a rejection for the device's fault counts as awaited and
+// rejected, whichever call met it and however it names its stream (a
+// Stream, a raw handle with or without its Device); a call the package
+// refuses for its arguments or an aborted signal is in none of the counts,
+// on a faulted device too. A call that counts opens the thread's loop
+// context, as any await does: configure() is too late after it.
+test('stats() counts every call the device fault rejects, as awaited and rejected', async () => {
+  const res = await runChild(`${helpers}
+    const { Worker } = require('node:worker_threads');
+    (async () => {
+      const k = common.setup();
+      const s = k.dev.createStream();
+      const m = k.dev.alloc(64), m2 = k.dev.alloc(64);
+      await fault(k, s);
+      const calls = {
+        's.fence()': () => s.fence(),
+        's.launch()': () => s.launch(k.sleep, 1, 1, [1n]),
+        's.copyToDevice()': () => s.copyToDevice(m, new Uint8Array(8)),
+        's.copyFromDevice()': () => s.copyFromDevice(new Uint8Array(8), m),
+        's.copyDevice()': () => s.copyDevice(m2, m),
+        's.memset()': () => s.memset(m, 1),
+        's.fence({ signal })': () => s.fence({ signal: new AbortController().signal }),
+        'uvcuda.fence(s)': () => uvcuda.fence(s),
+        'uvcuda.fence(s.handle, dev)': () => uvcuda.fence(s.handle, k.dev),
+        'uvcuda.fence(s.handle)': () => uvcuda.fence(s.handle),
+        'uvcuda.fence(0n, dev)': () => uvcuda.fence(0n, k.dev),
+        'Stream.fromHandle(h, dev).fence()': () => uvcuda.Stream.fromHandle(s.handle, k.dev).fence(),
+        // refused by the package before the stream: in none of the counts
+        'bad arguments': () => s.launch(k.sleep, 1, 1, ['x']),
+        'an aborted signal': () => s.fence({ signal: AbortSignal.abort() }),
+      };
+      const pick = () => { const st = uvcuda.stats();
+        return [st.awaited, st.rejected, st.resolved, st.pending]; };
+      const out = {};
+      for (const [name, call] of Object.entries(calls)) {
+        const a = pick();
+        const code = await call().then(() => 'resolved', (e) => e.code);
+        const b = pick();
+        out[name] = [code, b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3]];
+      }
+      // A thread whose first call is such a rejection: counted, and its
+      // loop context is open (configure() throws EBUSY), as after any await.
+      const w = new Worker(\`
+        const { parentPort } = require('node:worker_threads');
+        const { uvcuda } = require(${JSON.stringify(common)});
+        const dev = uvcuda.openDevice(0);
+        uvcuda.fence(0n, dev).then(() => 'resolved', (e) => e.code).then((code) => {
+          const st = uvcuda.stats();
+          let cfg = 'ok';
+          try { uvcuda.configure({}); } catch (e) { cfg = e.code; }
+          parentPort.postMessage({ code, awaited: st.awaited, rejected: st.rejected, cfg });
+        });\`, { eval: true });
+      out.worker = await once(w, 'message').then(([m]) => m);
+      console.log(JSON.stringify(out));
+      process.exit(0);
+    })();`);
+  assert.equal(res.signal, null, res.stderr);
+  assert.equal(res.status, 0, res.stderr);
+  const counted = [illegal, 1, 1, 0, 0];
+  assert.deepEqual(lastJson(res), {
+    's.fence()': counted,
+    's.launch()': counted,
+    's.copyToDevice()': counted,
+    's.copyFromDevice()': counted,
+    's.copyDevice()': counted,
+    's.memset()': counted,
+    's.fence({ signal })': counted,
+    'uvcuda.fence(s)': counted,
+    'uvcuda.fence(s.handle, dev)': counted,
+    'uvcuda.fence(s.handle)': counted,
+    'uvcuda.fence(0n, dev)': counted,
+    'Stream.fromHandle(h, dev).fence()': counted,
+    'bad arguments': ['ERR_INVALID_ARG_TYPE', 0, 0, 0, 0],
+    'an aborted signal': ['ABORT_ERR', 0, 0, 0, 0],
+    worker: { code: illegal, awaited: 1, rejected: 1, cfg: 'EBUSY' },
   });
 });

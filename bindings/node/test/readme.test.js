@@ -55,6 +55,27 @@ test('the package README has JavaScript examples', () => {
   assert.ok(jsBlocks(path.join(pkgDir, 'README.md')).length >= 2);
 });
 
+// The README ships in the npm package (package.json "files"), where
+// nothing above the package exists: each of its relative links must name
+// a file the package itself ships. (Paths of the uvcuda repository are
+// named in plain text, not linked.)
+test('the package README links only to what the package ships', () => {
+  const { files } = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
+  const shipped = (rel) => rel === 'package.json' || rel === 'README.md' || files.some((f) =>
+    (f.endsWith('/') ? rel.startsWith(f) : rel === f));
+  const text = fs.readFileSync(path.join(pkgDir, 'README.md'), 'utf8')
+    .replace(/^```[\s\S]*?^```/gm, ''); // not the code blocks
+  const links = [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1])
+    .filter((l) => !/^[a-z][a-z0-9+.-]*:/i.test(l) && !l.startsWith('#'));
+  assert.ok(links.length > 0);
+  for (const link of links) {
+    const rel = path.posix.normalize(link.split('#')[0]);
+    assert.ok(!rel.startsWith('..') && !path.isAbsolute(rel), `${link}: outside the package`);
+    assert.ok(shipped(rel), `${link}: not in package.json "files"`);
+    assert.ok(fs.existsSync(path.join(pkgDir, rel)), `${link}: no such file`);
+  }
+});
+
 const repoRoot = path.join(pkgDir, '..', '..');
 for (const doc of docs) {
   const rel = path.relative(repoRoot, doc);

@@ -77,6 +77,10 @@ export async function main(): Promise<void> {
   // Options: readonly, and undefined for "the default".
   const opts = { completion: 'auto', adaptive: undefined, spinBudgetUs: 20 } as const;
   uvcuda.configure(opts);
+  uvcuda.configure(); // every option its default
+  uvcuda.configure(undefined);
+  // @ts-expect-error: null is not an options bag
+  uvcuda.configure(null);
   const st: uvcuda.Stats = uvcuda.stats();
   void st.spinBudgetNs;
   // @ts-expect-error: not a strategy
