@@ -107,22 +107,29 @@ static void on_pk(uvcuda_future_t *f, int status) {
   if (status) pk_status = status;
 }
 
+/* A reactor-strategy loop whose futures are armed at once (spin budget 0:
+ * only the reactor sees them), with the reactor's spin, and so its linger
+ * once nothing is watched, set to reactor_spin_us. */
+static tu_fx_loop_t *open_armed_at_once(tu_fx_t *fx, int32_t reactor_spin_us) {
+  uvcuda_options_t o;
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_REACTOR;
+  o.spin_budget_us = 0;
+  o.reactor_spin_us = reactor_spin_us;
+  return tu_fx_open(fx, &o);
+}
+
 /* Arms land just as the reactor decides to park, right after the last
  * watch left (no linger) or at the end of a short linger: none may be
  * lost. */
 static void park_unpark_races(void **state) {
   tu_fx_t *fx = tu_fx(state);
-  tu_fx_loop_t *lp;
-  uvcuda_options_t o;
+  tu_fx_loop_t *lp =
+      open_armed_at_once(fx, (int32_t)(intptr_t)tu_fx_prestate(state));
   uvcuda_future_t *f = tu_fx_futures(fx, 1);
   CUstream s;
   int i, want = 0;
 
-  uvcuda_options_init(&o);
-  o.completion = UVCUDA_COMPLETION_REACTOR;
-  o.spin_budget_us = 0;
-  o.reactor_spin_us = (int32_t)(intptr_t)tu_fx_prestate(state); /* linger */
-  lp = tu_fx_open(fx, &o);
   s = tu_stream();
   TU_OK(uvcuda_future_init(&lp->ul, f));
   pk_done = pk_status = 0;
@@ -166,11 +173,11 @@ int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
 
 #define BB_N 100
 
-static int bb_done, bb_status;
-static void on_bb(uvcuda_future_t *f, int status) {
-  (void)f;
-  bb_done++;
-  if (status) bb_status = status;
+/* Runs f on s to its callback (on_pk), with a watchdog. */
+static void run_one(tu_fx_loop_t *lp, uvcuda_future_t *f, CUstream s) {
+  pk_done = 0;
+  TU_OK(uvcuda_future_start(f, s, NULL, on_pk));
+  assert_int_equal(tu_run_until(&lp->uv, &pk_done, 10000), 0);
 }
 
 /* One future after another, each armed at once and seen by the reactor:
@@ -182,28 +189,20 @@ static void on_bb(uvcuda_future_t *f, int status) {
  * many such on a loaded machine. */
 static void back_to_back_arms_find_the_reactor_awake(void **state) {
   tu_fx_t *fx = tu_fx(state);
-  tu_fx_loop_t *lp;
-  uvcuda_options_t o;
+  tu_fx_loop_t *lp = open_armed_at_once(fx, 1000000);
   uvcuda_future_t *f = tu_fx_futures(fx, 1);
   CUstream s;
   int i, signals;
 
-  uvcuda_options_init(&o);
-  o.completion = UVCUDA_COMPLETION_REACTOR;
-  o.spin_budget_us = 0; /* armed at once: the reactor sees each */
-  o.reactor_spin_us = 1000000;
-  lp = tu_fx_open(fx, &o);
   s = tu_stream();
   TU_OK(uvcuda_future_init(&lp->ul, f));
-  bb_done = bb_status = 0;
+  pk_status = 0;
   for (i = 0; i <= BB_N; i++) {
     if (i == 1) atomic_store(&cv_signals, 0); /* the first may find it parked */
-    TU_OK(uvcuda_future_start(f, s, NULL, on_bb));
-    assert_int_equal(tu_run_until(&lp->uv, &bb_done, 10000), 0);
-    bb_done = 0;
+    run_one(lp, f, s);
   }
   signals = atomic_load(&cv_signals);
-  assert_int_equal(bb_status, 0);
+  assert_int_equal(pk_status, 0);
   if (signals >= BB_N / 2)
     fail_msg("%d of %d arms had to wake the reactor", signals, BB_N);
   TU_OK(uvcuda_future_close(f, NULL));
@@ -216,33 +215,25 @@ static void back_to_back_arms_find_the_reactor_awake(void **state) {
  * reactor parks (it does not poll for ever), and the next arm wakes it. */
 static void an_idle_reactor_parks_after_its_linger(void **state) {
   tu_fx_t *fx = tu_fx(state);
-  tu_fx_loop_t *lp;
-  uvcuda_options_t o;
+  tu_fx_loop_t *lp = open_armed_at_once(fx, 2000);
   uvcuda_future_t *f = tu_fx_futures(fx, 1);
   CUstream s;
   uint64_t end;
   int i, parks;
 
-  uvcuda_options_init(&o);
-  o.completion = UVCUDA_COMPLETION_REACTOR;
-  o.spin_budget_us = 0;
-  o.reactor_spin_us = 2000;
-  lp = tu_fx_open(fx, &o);
   s = tu_stream();
   TU_OK(uvcuda_future_init(&lp->ul, f));
-  bb_done = bb_status = 0;
+  pk_status = 0;
   for (i = 0; i < 3; i++) {
     parks = atomic_load(&cv_parks);
-    TU_OK(uvcuda_future_start(f, s, NULL, on_bb));
-    assert_int_equal(tu_run_until(&lp->uv, &bb_done, 10000), 0);
-    bb_done = 0;
+    run_one(lp, f, s);
     end = tu_now_ns() + 10000000000ull; /* a watchdog, not a bound */
     while (atomic_load(&cv_parks) == parks) {
       if (tu_now_ns() > end) fail_msg("the reactor never parked (%d)", i);
       usleep(1000);
     }
   }
-  assert_int_equal(bb_status, 0);
+  assert_int_equal(pk_status, 0);
   TU_OK(uvcuda_future_close(f, NULL));
   tu_run(&lp->uv, 5000);
   tu_stream_destroy(s);
