@@ -22,7 +22,7 @@ enum {
   UVCUDA__P_ADAPT,    /* uvcuda__adapt_start */
   UVCUDA__P_SETTLE,   /* uvcuda__loop_settle */
   UVCUDA__P_LOCK,     /* waiting for the reactor's lock (settle, news) */
-  UVCUDA__P_DRAIN, /* the pre-wake timerfd read */
+  UVCUDA__P_DRAIN,    /* the pre-wake timerfd read */
   UVCUDA__P_HANDLES,  /* uvcuda__loop_update_handles */
   UVCUDA__P_TIMER,    /* the pre-wake timer's callback */
   UVCUDA__P_IDLE,     /* the idle callback, whole */
