@@ -20,6 +20,8 @@
 #define DUE_SLACK_NS (1u * US)  /* wake-ups this close together share one */
 #define WINDOW_MAX_NS (200u * US) /* the longest a pre-woken loop spins */
 #define BACKOFF_MAX 64u /* predictions left out after early ones, at most */
+/* Expiries further off than this the loop sets itself (adapt.h). */
+#define REMOTE_MAX_NS (250u * US)
 
 int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
                        uvcuda_stats_t *stats, uv_poll_cb on_timer) {
@@ -84,6 +86,31 @@ int uvcuda__adapt_ask(struct uvcuda__adapt *a, uint64_t *at) {
   a->asked = a->timer_at;
   *at = a->timer_at;
   return 1;
+}
+
+/* A timer set from the reactor's CPU fires there, and the loop's wake-up
+ * is then a cross-CPU one. Up to the 200 µs rows it woke the loop as
+ * early and as tightly as the loop's own timer; after 2 ms sleeps it came
+ * later and more spread, and the lead that covered that spread cost the
+ * loop more spin than the syscall saved (H100: 15-34 against 11-16 µs a
+ * future, 2 ms p50 +9.7 against +2.1 µs; docs/benchmarks.md, run 20). So
+ * the loop sets a far expiry itself, its syscall ~0.1 % of such a wait. */
+int uvcuda__adapt_set_here(struct uvcuda__adapt *a, uint64_t at,
+                           uint64_t now) {
+#ifdef __linux__
+  struct itimerspec its;
+  if (at == 0 || at < now + REMOTE_MAX_NS) return 0;
+  memset(&its, 0, sizeof(its));
+  its.it_value.tv_sec = (time_t)(at / 1000000000u);
+  its.it_value.tv_nsec = (long)(at % 1000000000u);
+  /* A refusal leaves it unset: delivered without the pre-wake, as a late
+   * prediction is. */
+  (void)timerfd_settime(a->fd, TFD_TIMER_ABSTIME, &its, NULL);
+  return 1;
+#else
+  (void)a, (void)at, (void)now;
+  return 0;
+#endif
 }
 
 void uvcuda__adapt_drain(struct uvcuda__adapt *a) {

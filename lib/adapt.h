@@ -14,8 +14,10 @@
  * absolute ns) in a uv_poll_t wakes the loop's own epoll within ~µs of the
  * deadline. The loop only asks for the expiry (timer_at); the settle hands
  * it to the reactor in the batch that arms the future, and the reactor
- * makes the syscall (reactor.h). The loop reads the expiry when it fires,
- * so the timerfd is never left readable. `lead` learns how late the
+ * makes the syscall (reactor.h), unless the expiry is 250 µs or more away:
+ * that one the loop sets itself (uvcuda__adapt_set_here says why). The
+ * loop reads the expiry when it fires, so the timerfd is never left
+ * readable. `lead` learns how late the
  * wake-ups run: their smoothed mean plus two deviations (predict.h's
  * estimator), so wake-ups that vary, as after a long sleep, start early
  * enough. Linux only. */
@@ -74,6 +76,12 @@ void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
 /* pass.c's settle, in its batch: the expiry to hand to the reactor, if it
  * changed (1, and *at), else 0. */
 int uvcuda__adapt_ask(struct uvcuda__adapt *a, uint64_t *at);
+/* Still in the batch (under the reactor's lock, so that the reactor's own
+ * timerfd calls are ordered with it): sets an expiry due 250 µs or more
+ * after `now` on the loop thread (1), where it wakes the loop more
+ * precisely after a long sleep; 0: the reactor is to set it. */
+int uvcuda__adapt_set_here(struct uvcuda__adapt *a, uint64_t at,
+                           uint64_t now);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
                         uint64_t now);

@@ -93,7 +93,10 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
     if (ask) {
       if (!locked) uvcuda__reactor_sync_begin(&l->rc);
       locked = 1;
-      uvcuda__reactor_wake_at(&l->rc, at);
+      if (uvcuda__adapt_set_here(&l->adapt, at, uv_hrtime()))
+        uvcuda__reactor_wake_set(&l->rc, at);
+      else
+        uvcuda__reactor_wake_at(&l->rc, at);
     }
     if (locked) uvcuda__reactor_sync_end(&l->rc);
   }

@@ -454,6 +454,10 @@ void uvcuda__reactor_wake_at(struct uvcuda__rclient *c, uint64_t at) {
   }
 }
 
+void uvcuda__reactor_wake_set(struct uvcuda__rclient *c, uint64_t at) {
+  c->wake_want = c->wake_set = at;
+}
+
 void uvcuda__reactor_sync_end(struct uvcuda__rclient *c) {
   (void)c;
   pthread_mutex_unlock(&mu);

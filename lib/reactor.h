@@ -29,9 +29,10 @@ struct uvcuda__rclient {
   atomic_int held, polling;
   atomic_int rang; /* the reactor rang since the loop last looked */
   /* The loop's pre-wake timerfd (adapt.h; -1: none, set before listen).
-   * The loop asks for an expiry in a batch (wake_at); the reactor makes
-   * the timerfd_settime call, which cost the loop thread 1.6 to 2.3 µs per
-   * pre-woken future (H100, run 19), and it runs anyway. Under the lock. */
+   * The loop asks for a near expiry in a batch (wake_at); the reactor
+   * makes the timerfd_settime call, which cost the loop thread 1.6 to 2.3
+   * µs per pre-woken future (H100, run 19), and it runs anyway. A far one
+   * the loop sets itself, in the batch (wake_set). Under the lock. */
   int tfd;
   uint64_t wake_want, wake_set; /* absolute uv_hrtime() ns, 0: disarmed */
   uint64_t spin_ns, yield_ns, sleep_max_ns, probe_ns; /* back-off */
@@ -58,6 +59,9 @@ void uvcuda__reactor_sync_end(struct uvcuda__rclient *c);
  * next pass; with no armed watch to keep it awake it may do so only at
  * the next arm (a disarm then comes late: one wake-up for nothing). */
 void uvcuda__reactor_wake_at(struct uvcuda__rclient *c, uint64_t at);
+/* In a batch: the loop set c's timerfd to `at` itself; the reactor leaves
+ * it as it is. */
+void uvcuda__reactor_wake_set(struct uvcuda__rclient *c, uint64_t at);
 
 /* Moves c's fired watches onto `out` (each stays off the reactor's queues
  * once the caller unlinks it from `out`). */
