@@ -334,9 +334,11 @@ export const include_dir: string;
  * `"<!(node -p \"require('uvcuda').targets\"):uvcuda_napi"`. */
 export const targets: string;
 /** Loads the driver; throws UvcudaError (UVCUDA_ENODRIVER, CUDA_ERROR_NO_DEVICE, ...).
- * The driver is loaded (dlopen, version check, cuInit) once per process and
- * the result is kept: after a failed load every later call fails the same
- * way; restart the process to load it again. */
+ * The driver is loaded (dlopen, version check, cuInit) once per copy of
+ * uvcuda in the process, and that copy keeps the result: after a failed load
+ * every later call of this package fails the same way; restart the process
+ * to load it again. This package's addon is one copy; another installed copy
+ * of the package, or another addon that embeds uvcuda, loads on its own. */
 export function driverInfo(): DriverInfo;
 /** 0 where the driver says there is no device (CUDA_ERROR_NO_DEVICE);
  * throws UvcudaError UVCUDA_ENODRIVER without a driver. */

@@ -14,21 +14,26 @@
 
 enum { E_TYPE, E_RANGE, E_PLAIN };
 
-static napi_value throw_coded(napi_env env, int kind, const char *code_str,
-                              const char *fmt, va_list ap) {
-  char msg[768];
-  napi_value code, text, err;
+/* Throws a new error of `kind` with .code code_str and message text. */
+static napi_value throw_text(napi_env env, int kind, const char *code_str, napi_value text) {
+  napi_value code, err;
   napi_status s;
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  if (napi_create_string_utf8(env, code_str, NAPI_AUTO_LENGTH, &code) != napi_ok ||
-      napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text) != napi_ok)
-    return NULL;
+  if (napi_create_string_utf8(env, code_str, NAPI_AUTO_LENGTH, &code) != napi_ok) return NULL;
   if (kind == E_TYPE) s = napi_create_type_error(env, code, text, &err);
   else if (kind == E_RANGE) s = napi_create_range_error(env, code, text, &err);
   else s = napi_create_error(env, code, text, &err);
   if (s == napi_ok) uvcuda_napi__show_code(env, err);
   if (s == napi_ok) napi_throw(env, err);
   return NULL;
+}
+
+static napi_value throw_coded(napi_env env, int kind, const char *code_str,
+                              const char *fmt, va_list ap) {
+  char msg[768];
+  napi_value text;
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  if (napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &text) != napi_ok) return NULL;
+  return throw_text(env, kind, code_str, text);
 }
 
 #define THROWER(fn, kind, code)                                  \
@@ -200,104 +205,128 @@ const char *describe(napi_env env, napi_value v, char *buf, size_t size) {
   return buf;
 }
 
-/* What inspect_string writes: at most `max` UTF-16 units, then `over`. */
+/* Node's ERR_INVALID_ARG_VALUE shows at most 128 UTF-16 units of the
+ * value's util.inspect, then "..."; util.inspect reads at most 10000
+ * units of a string (maxStringLength). */
+#define SHOWN_MAX 128
+#define INSPECT_MAX 10000
+
+/* UTF-16 units written so far; SHOWN_MAX + 1 of them are enough to know
+ * that the cut applies. */
 struct shown {
-  char *buf;
-  size_t size, len, units, max;
-  int over;
+  char16_t u[SHOWN_MAX + 4]; /* room for "..." */
+  size_t n;
 };
 
-/* Appends n bytes that are u UTF-16 units: ASCII (u == n) a unit at a
- * time, as String.prototype.slice cuts; another character whole. */
-static void show_put(struct shown *w, const char *p, size_t n, size_t u) {
-  size_t i;
-  if (w->over) return;
-  if (u != n) {
-    if (w->units + u > w->max || w->len + n >= w->size) {
-      w->over = 1;
-      return;
-    }
-    memcpy(w->buf + w->len, p, n);
-    w->len += n;
-    w->units += u;
-    return;
-  }
-  for (i = 0; i < n; i++) {
-    if (w->units == w->max || w->len + 1 >= w->size) {
-      w->over = 1;
-      return;
-    }
-    w->buf[w->len++] = p[i];
-    w->units++;
-  }
+static void show_unit(struct shown *w, char16_t c) {
+  if (w->n <= SHOWN_MAX) w->u[w->n++] = c;
 }
 
-/* The string v as util.inspect shows it (quotes chosen, and control
- * characters, the quote and backslashes escaped, as there), cut as Node's
- * ERR_INVALID_ARG_VALUE cuts it: past 128 UTF-16 units, the first 128 and
- * "..." (a character that would straddle the cut is left out whole). Into
- * buf, of at least 8 bytes. */
-static void inspect_string(napi_env env, napi_value v, char *buf, size_t size) {
-  static const char *const ctl[] = {"\\b", "\\t", "\\n", "\\x0B", "\\f", "\\r"};
-  struct shown w = {buf, size - 4, 0, 0, 128, 0}; /* room for "..." */
-  size_t len = 0, i, n;
-  char quote = '\'', esc[8], *s;
-  int tpl = 0;
+static void show_ascii(struct shown *w, const char *p) {
+  while (*p) show_unit(w, (char16_t)(unsigned char)*p++);
+}
 
-  buf[0] = '\0';
-  if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != napi_ok ||
-      (s = malloc(len + 1)) == NULL)
-    return;
-  napi_get_value_string_utf8(env, v, s, len + 1, &len);
-  /* Node's strEscape: single quotes, unless the string has one; then
-   * double quotes if it has none, else backticks if it has neither them
-   * nor "${", else single quotes with \'. (memchr: a NUL is a character.) */
-  if (memchr(s, '\'', len) != NULL) {
-    for (i = 0; i + 1 < len; i++)
-      if (s[i] == '$' && s[i + 1] == '{') tpl = 1;
-    if (memchr(s, '"', len) == NULL) quote = '"';
-    else if (memchr(s, '`', len) == NULL && !tpl) quote = '`';
-  }
-  show_put(&w, &quote, 1, 1);
-  for (i = 0; i < len; i += n) {
-    unsigned char c = (unsigned char)s[i], c2 = i + 1 < len ? (unsigned char)s[i + 1] : 0;
-    n = 1;
-    if (c < 0x20 || c == 0x7f) {
-      if (c >= 8 && c <= 13) snprintf(esc, sizeof(esc), "%s", ctl[c - 8]);
-      else snprintf(esc, sizeof(esc), "\\x%02X", c);
-    } else if (c == 0xc2 && c2 >= 0x80 && c2 <= 0x9f) { /* U+0080..U+009F */
-      snprintf(esc, sizeof(esc), "\\x%02X", c2);
-      n = 2;
-    } else if (c == '\\' || (c == '\'' && quote == '\'')) {
-      snprintf(esc, sizeof(esc), "\\%c", c);
+/* The string v as util.inspect (default options) shows it, read as UTF-16
+ * units as Node reads it, then cut as ERR_INVALID_ARG_VALUE cuts it: past
+ * 128 units the first 128 (a surrogate pair the cut splits keeps its high
+ * half, as String.prototype.slice keeps it) and "...". Node's
+ * formatPrimitive and strEscape: of a string longer than 10000 units only
+ * the first 10000 are shown; one longer than 76 units (breakLength 80 - 4)
+ * is split after each "\n", the lines joined by " +\n  ", each quoted on
+ * its own. A line is in single quotes, unless it has one: then double
+ * quotes if it has none, else backticks if it has neither them nor "${",
+ * else single quotes with \'. Escaped: the single quote where it quotes,
+ * the backslash, C0 controls (\b \t \n \x0B \f \r, else \xHH), DEL and C1
+ * (\xHH, upper-case hex), and a lone surrogate (\uhhhh, lower-case hex). */
+static void inspect_string(napi_env env, napi_value v, struct shown *w) {
+  static const char *const ctl[] = {"\\b", "\\t", "\\n", "\\x0B", "\\f", "\\r"};
+  size_t len = 0, start = 0, end, i;
+  char16_t *s;
+  char esc[8];
+  int split;
+
+  w->n = 0;
+  if (napi_get_value_string_utf16(env, v, NULL, 0, &len) != napi_ok) return;
+  if (len > INSPECT_MAX) len = INSPECT_MAX;
+  if ((s = malloc((len + 1) * sizeof(*s))) == NULL) return;
+  if (napi_get_value_string_utf16(env, v, s, len + 1, &len) != napi_ok) len = 0;
+  split = len > 16 && len > 80 - 4;
+  do {
+    char16_t quote = '\'';
+    int has_single = 0, has_double = 0, has_tick = 0, has_tpl = 0;
+    end = start;
+    if (split) {
+      while (end < len && s[end] != '\n') end++;
+      if (end < len) end++; /* the "\n" ends its line */
     } else {
-      /* A character as it is (UTF-8; four bytes are two UTF-16 units). */
-      n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-      if (n > len - i) n = len - i;
-      show_put(&w, s + i, n, n == 4 ? 2 : 1);
-      continue;
+      end = len;
     }
-    show_put(&w, esc, strlen(esc), strlen(esc));
-  }
-  show_put(&w, &quote, 1, 1);
+    for (i = start; i < end; i++) {
+      if (s[i] == '\'') has_single = 1;
+      else if (s[i] == '"') has_double = 1;
+      else if (s[i] == '`') has_tick = 1;
+      else if (s[i] == '$' && i + 1 < end && s[i + 1] == '{') has_tpl = 1;
+    }
+    if (has_single) {
+      if (!has_double) quote = '"';
+      else if (!has_tick && !has_tpl) quote = '`';
+    }
+    if (start > 0) show_ascii(w, " +\n  ");
+    show_unit(w, quote);
+    for (i = start; i < end && w->n <= SHOWN_MAX; i++) {
+      char16_t c = s[i];
+      if (c == '\\' || (c == '\'' && quote == '\'')) {
+        snprintf(esc, sizeof(esc), "\\%c", (char)c);
+      } else if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) {
+        if (c >= 8 && c <= 13) snprintf(esc, sizeof(esc), "%s", ctl[c - 8]);
+        else snprintf(esc, sizeof(esc), "\\x%02X", (unsigned)c);
+      } else if (c >= 0xd800 && c <= 0xdfff) {
+        if (c <= 0xdbff && i + 1 < end && s[i + 1] >= 0xdc00 && s[i + 1] <= 0xdfff) {
+          show_unit(w, c); /* a pair, as it is */
+          show_unit(w, s[++i]);
+          continue;
+        }
+        snprintf(esc, sizeof(esc), "\\u%x", (unsigned)c);
+      } else {
+        show_unit(w, c);
+        continue;
+      }
+      show_ascii(w, esc);
+    }
+    show_unit(w, quote);
+    start = end;
+  } while (start < len && w->n <= SHOWN_MAX);
   free(s);
-  if (w.over) {
-    memcpy(buf + w.len, "...", 3);
-    w.len += 3;
+  if (w->n > SHOWN_MAX) {
+    w->u[SHOWN_MAX] = w->u[SHOWN_MAX + 1] = w->u[SHOWN_MAX + 2] = '.';
+    w->n = SHOWN_MAX + 3;
   }
-  buf[w.len] = '\0';
 }
 
 napi_value throw_one_of(napi_env env, napi_value v, const char *what,
                         const char *const *names, size_t n) {
-  char list[512], shown[640];
-  size_t i, o = 0;
+  char list[512], head[640];
+  char16_t *msg;
+  struct shown shown;
+  napi_value text;
+  size_t i, o = 0, hn;
   list[0] = '\0';
   for (i = 0; i < n && o < sizeof(list); i++)
     o += (size_t)snprintf(list + o, sizeof(list) - o, "%s'%s'", i ? ", " : "", names[i]);
-  inspect_string(env, v, shown, sizeof(shown));
-  return throw_value(env, "The %s '%s' must be one of: %s. Received %s",
-                     strchr(what, '.') != NULL ? "property" : "argument", what, list, shown);
+  snprintf(head, sizeof(head), "The %s '%s' must be one of: %s. Received ",
+           strchr(what, '.') != NULL ? "property" : "argument", what, list);
+  inspect_string(env, v, &shown);
+  /* The message in UTF-16, as the value may hold a lone surrogate (UTF-8
+   * cannot); what and the names are ASCII. */
+  hn = strlen(head);
+  if ((msg = malloc((hn + shown.n) * sizeof(*msg) + 1)) == NULL)
+    return throw_value(env, "%s(out of memory)", head);
+  for (i = 0; i < hn; i++) msg[i] = (char16_t)(unsigned char)head[i];
+  memcpy(msg + hn, shown.u, shown.n * sizeof(*msg));
+  if (napi_create_string_utf16(env, msg, hn + shown.n, &text) == napi_ok)
+    throw_text(env, E_TYPE, "ERR_INVALID_ARG_VALUE", text);
+  free(msg);
+  return NULL;
 }
 
 int str_one_of(napi_env env, napi_value v, const char *const *names, int n) {

@@ -186,10 +186,10 @@ test('an unknown name is ERR_INVALID_ARG_VALUE, as Node core\'s validateOneOf', 
       oneOf('options.completion', strategies, v), JSON.stringify(v));
     assert.throws(() => c.beginCapture(v), oneOf('mode', modes, v), JSON.stringify(v));
   }
-  // A character the cut at 128 UTF-16 units would split (Node keeps half
-  // of it, a lone surrogate) is left out whole.
+  // A character the cut at 128 UTF-16 units splits keeps its high half, a
+  // lone surrogate, as Node keeps it.
   assert.throws(() => c.beginCapture('😀'.repeat(70)),
-    { ...valueError, message: /Received '(😀){63}\.\.\.$/ });
+    { ...valueError, message: /Received '(😀){63}\ud83d\.\.\.$/ });
   // Wrong types stay ERR_INVALID_ARG_TYPE.
   const wrongType = { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' };
   assert.throws(() => k.mod.getFunction('uvcuda_add_u32', ['ptr', 32, 'u32']), wrongType);
@@ -200,6 +200,72 @@ test('an unknown name is ERR_INVALID_ARG_VALUE, as Node core\'s validateOneOf', 
     ['ptr', 'u32', 'u32']);
   c.beginCapture('thread-local');
   c.endCapture();
+});
+
+// The value is shown as Node's ERR_INVALID_ARG_VALUE shows it: its
+// util.inspect (UTF-16 units, not UTF-8 bytes: a lone surrogate is
+// escaped '\ud800'; a string longer than 76 units is split after each
+// newline into 'quoted' + lines, each with its own quotes; only its first
+// 10000 units are read), past 128 units the first 128 and '...' (so a pair
+// the cut splits keeps its high half, as Node keeps it).
+test('ERR_INVALID_ARG_VALUE shows the value exactly as Node\'s util.inspect does', () => {
+  const { inspect } = require('node:util');
+  const expected = (name, allowed, v) => {
+    let shown = inspect(v);
+    if (shown.length > 128) shown = `${shown.slice(0, 128)}...`;
+    return `The ${name.includes('.') ? 'property' : 'argument'} '${name}' must be one of: ` +
+      `${allowed.map((a) => `'${a}'`).join(', ')}. Received ${shown}`;
+  };
+  const types = ['ptr', 'u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'u64', 'i64', 'f32', 'f64'];
+  const strategies = ['auto', 'reactor', 'hostfn', 'hostfn-spin', 'hostfn-block', 'poll'];
+  const modes = ['global', 'thread-local', 'relaxed'];
+  const x = (n) => 'x'.repeat(n);
+  const tricky = [
+    // Surrogates: lone high, lone low, reversed, in text, valid pairs.
+    '\ud800', '\udc00', '\udbff', '\udfff', 'a\ud800b', 'a\udc00b', '\udc00\ud800',
+    '\ud800\ud800\udc00', '\ud800\udc00\udc00', 'x\ud83d', '\ude00x', '\ud83d\ude00',
+    '\ud83d\ude00\ud83d', "it's \ud800", 'it\'s "\udfff"',
+    // Control characters, C1, DEL, NBSP, line separators, BOM, backslash.
+    '\0', 'a\0b', '\x01\x07\b\t\n\v\f\r\x0e\x1b\x1f', '\x7f\x80\x85\x9f\xa0\xff',
+    '\u2028\u2029\ufeff\u00ad', '\\', 'a\\b\\\\', '\\\'',
+    // Quotes of each kind and their combinations.
+    "'", '"', '`', "'\"", "'`", "'\"`", "'\"${", "'${", "'\"$", "'\"{", '"`${', '${',
+    "it's", 'it\'s "x"', 'it\'s "x" `y`', 'it\'s "x" ${y}', "\\'\"",
+    // Long: cut at 128 units, split at newlines past 76 units.
+    x(200), 'é'.repeat(200), '😀'.repeat(100), '\ud800'.repeat(40), x(76), x(77), x(127), x(128),
+    x(126) + '😀', x(125) + '😀', x(127) + '😀', '😀'.repeat(70), x(125) + '\ud800',
+    x(124) + '\\', x(126) + "'", x(200) + "'",
+    'x\n'.repeat(50), 'a\n' + x(100), "it's\n\"x\"\n`y`\n" + x(80), "it's\n" + x(100),
+    `${x(40)}\n${x(40)}`, `${x(40)}\n${x(36)}`, '\n\n\n' + x(80), x(80) + '\n', x(80) + '\n\n',
+    '\ud800\n'.repeat(30), x(60) + '\n😀\n' + x(60), x(70) + '\r\n' + x(70),
+    // Only the first 10000 units are inspected (a quote past them does
+    // not choose the quotes; a pair they split leaves its high half).
+    x(10000) + "'", x(9999) + '😀', x(10000) + '\n' + x(10),
+  ];
+  const c = dev.createStream();
+  for (const v of tricky) {
+    const label = JSON.stringify(v.length > 40 ? `${v.slice(0, 20)}…(${v.length})` : v);
+    assert.throws(() => c.beginCapture(v), { ...valueError, message: expected('mode', modes, v) },
+      `beginCapture ${label}`);
+    assert.throws(() => k.mod.getFunction('uvcuda_add_u32', ['ptr', 'u32', v]),
+      { ...valueError, message: expected('signature[2]', types, v) }, `getFunction ${label}`);
+    assert.throws(() => uvcuda.configure({ completion: v }),
+      { ...valueError, message: expected('options.completion', strategies, v) },
+      `configure ${label}`);
+  }
+  // And strings made of those pieces at random (a fixed seed).
+  const pieces = ['x', "'", '"', '`', '$', '{', '\n', '\\', '\0', '\x7f', '\x9f', '\ud800', '\udc00',
+    '\ud83d\ude00', 'é', '\r'];
+  let seed = 1;
+  const rnd = (n) => { seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff; return seed % n; };
+  for (let t = 0; t < 2000; t++) {
+    const len = rnd(4) === 0 ? rnd(300) : rnd(40);
+    let v = '';
+    for (let i = 0; i < len; i++) v += pieces[rnd(pieces.length)];
+    assert.throws(() => c.beginCapture(v), { ...valueError, message: expected('mode', modes, v) },
+      `beginCapture ${JSON.stringify(v)}`);
+  }
+  c.destroy();
 });
 
 test('a Proxy of an array is an array, as Array.isArray says (Node core\'s validateArray)', async () => {
@@ -707,4 +773,35 @@ test('a failed driver load is kept: every later call fails the same way', async 
     });`, { env: { SIMCUDA_FAIL: 'cuInit=999:1' } });
   assert.equal(res.status, 0, res.stderr);
   assert.deepEqual(lastJson(res), Array(10).fill('CUDA_ERROR_UNKNOWN'));
+});
+
+// The load and its result are per copy of uvcuda, not per process: a
+// second copy of the addon (another installed copy of the package) loads
+// the driver on its own, and the first keeps its failed load.
+test('the driver load is kept per copy of uvcuda: another copy loads on its own', async () => {
+  const res = await runChild(`
+    const fs = require('node:fs');
+    const os = require('node:os');
+    const path = require('node:path');
+    const grab = (f) => { try { f(); return 'ok'; } catch (e) { return e.code; } };
+    const out = { a: [grab(() => uvcuda.driverInfo())] };
+    process.env.UVCUDA_LIBCUDA = ${JSON.stringify(process.env.UVCUDA_LIBCUDA || '')};
+    out.a.push(grab(() => uvcuda.driverInfo()));
+    const addon = Object.keys(require.cache).find((f) => f.endsWith('.node'));
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-copy-'));
+    for (const f of ['index.js', 'package.json'])
+      fs.copyFileSync(path.join(${JSON.stringify(pkgDir)}, f), path.join(dir, f));
+    fs.copyFileSync(addon, path.join(dir, 'copy.node'));
+    process.env.UVCUDA_NODE_ADDON = path.join(dir, 'copy.node');
+    const B = require(dir);
+    out.b = [grab(() => B.driverInfo()), B.deviceCount() > 0];
+    out.a.push(grab(() => uvcuda.deviceCount()));
+    fs.rmSync(dir, { recursive: true, force: true });
+    console.log(JSON.stringify(out));`,
+  { env: { UVCUDA_LIBCUDA: '/nonexistent/uvcuda-no-such-libcuda.so' } });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), {
+    a: ['UVCUDA_ENODRIVER', 'UVCUDA_ENODRIVER', 'UVCUDA_ENODRIVER'],
+    b: ['ok', true],
+  });
 });
