@@ -99,7 +99,10 @@ int uvcuda__adapt_set_here(struct uvcuda__adapt *a, uint64_t at,
                            uint64_t now) {
 #ifdef __linux__
   struct itimerspec its;
-  if (at == 0 || at < now + REMOTE_MAX_NS) return 0;
+  /* A disarm (an early outcome, a close) too: done here it is done before
+   * the loop can go idle, and it also drops an expiry that fired meanwhile
+   * and would leave the backend fd readable (timerfd_settime(2)). */
+  if (at != 0 && at < now + REMOTE_MAX_NS) return 0;
   memset(&its, 0, sizeof(its));
   its.it_value.tv_sec = (time_t)(at / 1000000000u);
   its.it_value.tv_nsec = (long)(at % 1000000000u);

@@ -79,7 +79,8 @@ int uvcuda__adapt_ask(struct uvcuda__adapt *a, uint64_t *at);
 /* Still in the batch (under the reactor's lock, so that the reactor's own
  * timerfd calls are ordered with it): sets an expiry due 250 µs or more
  * after `now` on the loop thread (1), where it wakes the loop more
- * precisely after a long sleep; 0: the reactor is to set it. */
+ * precisely after a long sleep, and disarms (at 0) here too; 0: the
+ * reactor is to set it. */
 int uvcuda__adapt_set_here(struct uvcuda__adapt *a, uint64_t at,
                            uint64_t now);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */

@@ -55,8 +55,10 @@ void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
          !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
          (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
   idle_set(l, keep_polling(l, busy));
-  /* Only pending futures keep the loop alive (as libuv's own requests). */
-  want_ref = l->nactive > 0;
+  /* Only pending futures keep the loop alive (as libuv's own requests),
+   * and a reactor's ring not yet read (reactor.h: `sent`). */
+  want_ref = l->nactive > 0 ||
+             (l->reactor_attached && atomic_load(&l->rc.sent));
   if (want_ref != l->async_ref) {
     l->async_ref = want_ref;
     if (want_ref)
@@ -263,6 +265,9 @@ static void on_async(uv_async_t *h) {
 
   UVCUDA__PROF_BEGIN(p0);
   if (parked(l)) return;
+  /* libuv read the eventfd before this callback: what the reactor sends
+   * from here on writes it again. */
+  atomic_exchange(&l->rc.sent, 0);
   take_news(l);
   after_pass(l);
   UVCUDA__PROF_END(UVCUDA__P_ASYNC, p0);

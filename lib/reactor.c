@@ -123,6 +123,7 @@ static void ring(struct uvcuda__rclient *c) {
   atomic_store(&c->held, 1);
   if (atomic_load(&c->polling)) return; /* it looks at `held` next pass */
   atomic_store_explicit(&c->rang, 1, memory_order_relaxed);
+  atomic_store(&c->sent, 1); /* before the write: the loop clears it after */
   uv_async_send(c->async); /* under mu: a loop detaches under mu first */
 }
 
@@ -205,7 +206,15 @@ static void ring_on_fault(void) {
   unsigned e = uvcuda__context_epoch();
   if (e == seen_epoch) return;
   seen_epoch = e;
-  uvcuda__queue_foreach(cq, &clients) ring(client_of(cq));
+  /* Only loops with work the reactor serves (watched) or that poll: one
+   * with none has no future to fail, and a ring would leave its backend
+   * fd readable with nothing to run. */
+  uvcuda__queue_foreach(cq, &clients) {
+    struct uvcuda__rclient *c = client_of(cq);
+    if (!uvcuda__queue_empty(&c->armed) || !uvcuda__queue_empty(&c->probed) ||
+        !uvcuda__queue_empty(&c->fired) || atomic_load(&c->polling))
+      ring(c);
+  }
 }
 
 /* The most eager back-off among clients with watches; what they watch. */
@@ -358,6 +367,7 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   atomic_init(&c->rang, 0);
   atomic_init(&c->held, 0);
   atomic_init(&c->polling, 0);
+  atomic_init(&c->sent, 0);
   c->tfd = -1;
   c->wake_want = c->wake_set = 0;
   lock_loopside();

@@ -28,6 +28,13 @@ struct uvcuda__rclient {
    * then reads `polling`; one of them sees the other. */
   atomic_int held, polling;
   atomic_int rang; /* the reactor rang since the loop last looked */
+  /* The reactor wrote the async's eventfd, and the loop's async callback
+   * has not run since: libuv reads the eventfd only in a pass of a loop
+   * that is alive, so the loop holds its async ref'd until then. A ring
+   * can come after the loop found the work done on its own, and would
+   * otherwise leave a loop with nothing to do with a readable backend fd,
+   * which an embedder waiting on that fd spins on. */
+  atomic_int sent;
   /* The loop's pre-wake timerfd (adapt.h; -1: none, set before listen).
    * The loop asks for a near expiry in a batch (wake_at); the reactor
    * makes the timerfd_settime call, which cost the loop thread 1.6 to 2.3
