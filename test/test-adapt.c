@@ -57,6 +57,16 @@ static void assert_every_prediction_counted(const uvcuda_stats_t *s,
              (unsigned long long)s->predict_late, (unsigned long long)not_ok);
 }
 
+/* At least one pre-wake timer fired among the predictions. */
+static void assert_some_prewake(const uvcuda_stats_t *s) {
+  if (s->prewakes == 0)
+    fail_msg("%llu predictions, no pre-wake (hit %llu early %llu late %llu)",
+             (unsigned long long)s->predicted,
+             (unsigned long long)s->predict_hit,
+             (unsigned long long)s->predict_early,
+             (unsigned long long)s->predict_late);
+}
+
 /* ---- the switch ---- */
 
 static void adaptive_is_off_unless_asked(void **state) {
@@ -185,6 +195,17 @@ static uvcuda_stats_t chain_run(tu_fx_loop_t *e, chain_t *c, int n) {
   return stats_of(e);
 }
 
+/* Runs the chain until `want` of its starts were predicted (or its cap),
+ * none failed. */
+static uvcuda_stats_t chain_until_predicted(tu_fx_loop_t *e, chain_t *c,
+                                            int want) {
+  c->until_predicted = want;
+  chain_next(c);
+  tu_run(&e->uv, 60000);
+  assert_int_equal(c->errors, 0);
+  return stats_of(e);
+}
+
 /* Closes the chain's future, its stream and the loop. */
 static void chain_end(tu_fx_loop_t *e, chain_t *c) {
   TU_OK(uvcuda_future_close(&c->f, NULL));
@@ -205,12 +226,8 @@ static void repeated_work_is_predicted_and_every_prediction_counted(
   uvcuda_stats_t s;
   int n;
 
-  c->until_predicted = WANT;
-  chain_next(c);
-  tu_run(&e->uv, 60000);
+  s = chain_until_predicted(e, c, WANT);
   n = c->done;
-  assert_int_equal(c->errors, 0);
-  s = stats_of(e);
   assert_int_equal(s.started, n);
   assert_int_equal(s.completed_spin + s.completed_reactor, n);
   /* 4 samples before the first prediction; WANT within CAP starts. */
@@ -221,12 +238,7 @@ static void repeated_work_is_predicted_and_every_prediction_counted(
   /* 20 ms is far beyond the spin budget: each prediction sets the pre-wake
    * timer, and it fires unless the work ended more than the lead early.
    * Not one of WANT firing would take a spread of many ms. */
-  if (s.prewakes == 0)
-    fail_msg("%llu predictions, no pre-wake (hit %llu early %llu late %llu)",
-             (unsigned long long)s.predicted,
-             (unsigned long long)s.predict_hit,
-             (unsigned long long)s.predict_early,
-             (unsigned long long)s.predict_late);
+  assert_some_prewake(&s);
   chain_end(e, c);
 }
 
@@ -243,19 +255,10 @@ static void a_near_prewake_fires_too(void **state) {
   chain_t *c = chain_new(fx, e, CAP, 150000, 150000);
   uvcuda_stats_t s;
 
-  c->until_predicted = WANT;
-  chain_next(c);
-  tu_run(&e->uv, 60000);
-  assert_int_equal(c->errors, 0);
-  s = stats_of(e);
+  s = chain_until_predicted(e, c, WANT);
   assert_every_prediction_counted(&s, 0);
   if (s.predicted < WANT) skip(); /* too noisy here to trust a prediction */
-  if (s.prewakes == 0)
-    fail_msg("%llu predictions, no pre-wake (hit %llu early %llu late %llu)",
-             (unsigned long long)s.predicted,
-             (unsigned long long)s.predict_hit,
-             (unsigned long long)s.predict_early,
-             (unsigned long long)s.predict_late);
+  assert_some_prewake(&s);
   chain_end(e, c);
 }
 
@@ -270,11 +273,7 @@ static void timing_stamps_stay_in_order_when_predicted(void **state) {
   chain_t *c = chain_new(fx, e, CAP, rep_ns(), rep_ns());
   uvcuda_stats_t s;
 
-  c->until_predicted = WANT;
-  chain_next(c);
-  tu_run(&e->uv, 60000);
-  assert_int_equal(c->errors, 0);
-  s = stats_of(e);
+  s = chain_until_predicted(e, c, WANT);
   assert_true(s.predicted >= WANT);
   assert_int_equal(c->disorder, 0);
   chain_end(e, c);
@@ -654,14 +653,24 @@ static void spin_time_is_counted(void **state) {
   chain_end(e, c);
 }
 
+/* Starts c's future once, outside uv_run (as bench/ starts its samples),
+ * and runs the loop until it is no longer alive. */
+static void run_alone(tu_fx_loop_t *e, chain_t *c) {
+  c->left = 1;
+  c->done = 0;
+  chain_next(c);
+  assert_int_equal(uv_run(&e->uv, UV_RUN_DEFAULT), 0);
+  assert_int_equal(c->done, 1);
+  assert_false(uv_loop_alive(&e->uv));
+}
+
 /* Once a pre-woken future is done and uv_run has returned (the loop not
  * alive), the loop's backend fd is quiet, as an embedder (api.md) that
- * only waits on it needs: a pass after each look takes whatever made it
- * readable, and with nothing pending at most two things can make it so
- * again, a reactor's ring and a pre-wake timer whose disarm came late. A
- * timer left readable after it fired kept it readable for ever (outside
- * tester, round 6). Each round is one future, started as bench/ starts
- * its samples, after a chain that taught the stream its length. */
+ * only waits on it needs. A timer left readable after it fired kept it
+ * readable for ever (outside tester, round 6); libuv runs no pass of a
+ * loop that is not alive, so the NOWAIT passes between the looks change
+ * nothing. Each round is one future, after a chain that taught the stream
+ * its length. */
 #define QUIET_LOOKS 100
 static void an_idle_loops_backend_fd_is_quiet(void **state) {
   tu_fx_t *fx = tu_fx(state);
@@ -674,13 +683,8 @@ static void an_idle_loops_backend_fd_is_quiet(void **state) {
   chain_run(e, c, 8);
   for (round = 0; round < 20 && looked < 3; round++) {
     before = stats_of(e);
-    c->left = 1;
-    c->done = 0;
-    chain_next(c);
-    assert_int_equal(uv_run(&e->uv, UV_RUN_DEFAULT), 0);
-    assert_int_equal(c->done, 1);
+    run_alone(e, c);
     assert_int_equal(c->errors, 0);
-    assert_false(uv_loop_alive(&e->uv));
     after = stats_of(e);
     /* Woken, and then found done by the loop's own polls: a timer that
      * came too early or too late was disarmed before the loop slept. */
@@ -693,7 +697,7 @@ static void an_idle_loops_backend_fd_is_quiet(void **state) {
       readable += poll(&p, 1, 0) > 0;
       uv_run(&e->uv, UV_RUN_NOWAIT);
     }
-    if (readable > 2)
+    if (readable > 0)
       fail_msg("round %d: the backend fd was readable in %d of %d looks",
                round, readable, QUIET_LOOKS);
   }
@@ -718,12 +722,7 @@ static void the_backend_fd_is_quiet_after_every_future(void **state) {
 
   for (i = 0; i < QUIET_N; i++) {
     struct pollfd p = {fd, POLLIN, 0};
-    c->left = 1;
-    c->done = 0;
-    chain_next(c);
-    assert_int_equal(uv_run(&e->uv, UV_RUN_DEFAULT), 0);
-    assert_int_equal(c->done, 1);
-    assert_false(uv_loop_alive(&e->uv));
+    run_alone(e, c);
     usleep(10000);
     if (poll(&p, 1, 0) > 0) loud++;
   }

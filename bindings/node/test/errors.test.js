@@ -296,6 +296,17 @@ test('a Proxy of an array is an array, as Array.isArray says (Node core\'s valid
     { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
 });
 
+// Child-script lines that load a second copy of the addon (the package's
+// JS and a copy of its .node file in a temporary folder) as B.
+const LOAD_COPY = `
+    const addon = Object.keys(require.cache).find((f) => f.endsWith('.node'));
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-copy-'));
+    for (const f of ['index.js', 'package.json'])
+      fs.copyFileSync(path.join(${JSON.stringify(pkgDir)}, f), path.join(dir, f));
+    fs.copyFileSync(addon, path.join(dir, 'copy.node'));
+    process.env.UVCUDA_NODE_ADDON = path.join(dir, 'copy.node');
+    const B = require(dir);`;
+
 test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', async () => {
   // Two copies in one process (two versions in node_modules, say): each
   // tags its objects its own way, so neither unwraps the other's.
@@ -303,13 +314,7 @@ test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', a
     const fs = require('node:fs');
     const os = require('node:os');
     const path = require('node:path');
-    const addon = Object.keys(require.cache).find((f) => f.endsWith('.node'));
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-copy-'));
-    for (const f of ['index.js', 'package.json'])
-      fs.copyFileSync(path.join(${JSON.stringify(pkgDir)}, f), path.join(dir, f));
-    fs.copyFileSync(addon, path.join(dir, 'copy.node'));
-    process.env.UVCUDA_NODE_ADDON = path.join(dir, 'copy.node');
-    const B = require(dir);
+    ${LOAD_COPY}
     const A = uvcuda;
     const code = (p) => p.then(() => 'resolved', (e) => e.code);
     const grab = (f) => { try { f(); return 'no throw'; } catch (e) { return e.code; } };
@@ -787,13 +792,7 @@ test('the driver load is kept per copy of uvcuda: another copy loads on its own'
     const out = { a: [grab(() => uvcuda.driverInfo())] };
     process.env.UVCUDA_LIBCUDA = ${JSON.stringify(process.env.UVCUDA_LIBCUDA || '')};
     out.a.push(grab(() => uvcuda.driverInfo()));
-    const addon = Object.keys(require.cache).find((f) => f.endsWith('.node'));
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-copy-'));
-    for (const f of ['index.js', 'package.json'])
-      fs.copyFileSync(path.join(${JSON.stringify(pkgDir)}, f), path.join(dir, f));
-    fs.copyFileSync(addon, path.join(dir, 'copy.node'));
-    process.env.UVCUDA_NODE_ADDON = path.join(dir, 'copy.node');
-    const B = require(dir);
+    ${LOAD_COPY}
     out.b = [grab(() => B.driverInfo()), B.deviceCount() > 0];
     out.a.push(grab(() => uvcuda.deviceCount()));
     fs.rmSync(dir, { recursive: true, force: true });
