@@ -1,7 +1,8 @@
 /* The reactor: one thread per process that reads the counters of armed
  * watches and rings the owning loop's uv_async_t once one has passed its
  * threshold; it also probes, every probe interval, the CUDA contexts of the
- * watches it holds, and rings every loop when any context turns faulted. */
+ * watches it holds, and rings every loop with work in flight when any
+ * context turns faulted. */
 #ifndef UVCUDA_REACTOR_H
 #define UVCUDA_REACTOR_H
 
