@@ -9,6 +9,8 @@
 
 #ifdef __linux__
 #include <sys/timerfd.h>
+
+#include "timerfd.h"
 #endif
 
 #define future_of(q) uvcuda__queue_data(q, uvcuda_future_t, pw_node_)
@@ -98,17 +100,11 @@ int uvcuda__adapt_ask(struct uvcuda__adapt *a, uint64_t *at) {
 int uvcuda__adapt_set_here(struct uvcuda__adapt *a, uint64_t at,
                            uint64_t now) {
 #ifdef __linux__
-  struct itimerspec its;
   /* A disarm (an early outcome, a close) too: done here it is done before
    * the loop can go idle, and it also drops an expiry that fired meanwhile
-   * and would leave the backend fd readable (timerfd_settime(2)). */
+   * and would leave the backend fd readable. */
   if (at != 0 && at < now + REMOTE_MAX_NS) return 0;
-  memset(&its, 0, sizeof(its));
-  its.it_value.tv_sec = (time_t)(at / 1000000000u);
-  its.it_value.tv_nsec = (long)(at % 1000000000u);
-  /* A refusal leaves it unset: delivered without the pre-wake, as a late
-   * prediction is. */
-  (void)timerfd_settime(a->fd, TFD_TIMER_ABSTIME, &its, NULL);
+  uvcuda__timerfd_set(a->fd, at);
   return 1;
 #else
   (void)a, (void)at, (void)now;

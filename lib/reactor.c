@@ -23,16 +23,13 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <unistd.h>
-
-#ifdef __linux__
-#include <sys/timerfd.h>
-#endif
 
 #include "context.h"
 #include "counter.h"
+#ifdef __linux__
+#include "timerfd.h"
+#endif
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* Adaptive: the loop thread takes this lock while the reactor, in its spin
@@ -245,22 +242,15 @@ static void step_aside(void) {
     cpu_relax();
 }
 
-/* The clients' pre-wake timers, as their loops last asked. Caller holds
- * mu: a client's fd is closed only after it detached, under mu. Setting
- * a timerfd also drops an expiry not yet read (timerfd_settime(2)). */
+/* The clients' near pre-wake timers, as their loops last asked. Caller
+ * holds mu: a client's fd is closed only after it detached, under mu. */
 static void set_timers(void) {
 #ifdef __linux__
   struct uvcuda__queue *cq;
   uvcuda__queue_foreach(cq, &clients) {
     struct uvcuda__rclient *c = client_of(cq);
-    struct itimerspec its;
     if (c->wake_want == c->wake_set || c->tfd < 0) continue;
-    memset(&its, 0, sizeof(its));
-    its.it_value.tv_sec = (time_t)(c->wake_want / 1000000000u);
-    its.it_value.tv_nsec = (long)(c->wake_want % 1000000000u);
-    /* A refusal leaves it unset: the future is delivered without the
-     * pre-wake, as a late prediction is. */
-    (void)timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    uvcuda__timerfd_set(c->tfd, c->wake_want);
     c->wake_set = c->wake_want;
   }
 #endif
@@ -458,7 +448,7 @@ void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
 void uvcuda__reactor_wake_at(struct uvcuda__rclient *c, uint64_t at) {
   c->wake_want = at;
   /* An arm of this batch (kicked) woke it already. */
-  if (at != 0 && !kicked && (parked || sleeping)) {
+  if (!kicked && (parked || sleeping)) {
     kicked = 1;
     pthread_cond_signal(&cond);
   }

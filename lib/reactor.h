@@ -50,7 +50,8 @@ struct uvcuda__rclient {
 /* Starts the thread for the first client. Loop thread. */
 int uvcuda__reactor_attach(struct uvcuda__rclient *c);
 /* From here the reactor may ring c->async, which must exist by then (a
- * fault rings every client). Loop thread, after attach. */
+ * fault rings every client with work in flight). Loop thread, after
+ * attach. */
 void uvcuda__reactor_listen(struct uvcuda__rclient *c);
 /* From here the reactor never touches c or its watches; the last client
  * joins the thread. Loop thread. */
@@ -62,13 +63,12 @@ void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c);
 void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
                            uint64_t threshold);
 void uvcuda__reactor_sync_end(struct uvcuda__rclient *c);
-/* In a batch, after its watches: c's timerfd is to expire at `at` (absolute uv_hrtime() ns,
- * in the past: at once), or be disarmed (0). The reactor sets it on its
- * next pass; with no armed watch to keep it awake it may do so only at
- * the next arm (a disarm then comes late: one wake-up for nothing). */
+/* In a batch, after its watches: c's timerfd is to expire at `at`
+ * (absolute uv_hrtime() ns, never 0; in the past: at once). The reactor
+ * sets it on its next pass. (A disarm the loop makes itself: wake_set.) */
 void uvcuda__reactor_wake_at(struct uvcuda__rclient *c, uint64_t at);
-/* In a batch: the loop set c's timerfd to `at` itself; the reactor leaves
- * it as it is. */
+/* In a batch: the loop set c's timerfd to `at` itself (0: disarmed); the
+ * reactor leaves it as it is. */
 void uvcuda__reactor_wake_set(struct uvcuda__rclient *c, uint64_t at);
 
 /* Moves c's fired watches onto `out` (each stays off the reactor's queues
