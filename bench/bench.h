@@ -241,6 +241,7 @@ enum {
   M_HOSTFN_BLOCK,
   M_TODAY,    /* auto, UVCUDA_OPT_NO_ADAPTIVE (the adapt section) */
   M_ADAPTIVE, /* auto, UVCUDA_OPT_ADAPTIVE */
+  M_TODAY_AA, /* M_TODAY again: the A/A control of the adapt section */
   M_COUNT
 };
 extern const method_t METHODS[M_COUNT];

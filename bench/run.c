@@ -65,6 +65,8 @@ const method_t METHODS[M_COUNT] = {
      UVCUDA_OPT_NO_ADAPTIVE},
     {"uvcuda-adaptive", &uvcuda_ops, UVCUDA_COMPLETION_AUTO,
      UVCUDA_OPT_ADAPTIVE},
+    {"uvcuda-today-aa", &uvcuda_ops, UVCUDA_COMPLETION_AUTO,
+     UVCUDA_OPT_NO_ADAPTIVE},
 };
 
 /* ---- waiting on the loop ------------------------------------------------ */

@@ -92,7 +92,7 @@ static void adapt_targets(void) {
   static const char *const rep[] = {"rep-20us", "rep-50us", "rep-200us",
                                     "rep-2ms"};
   static const char *const var[] = {"mixed", "bimodal"};
-  const row_t *ad, *today, *raw, *fl;
+  const row_t *ad, *today, *raw, *fl, *aa;
   char what[96], fig[384];
   double pct;
   int i;
@@ -156,6 +156,16 @@ static void adapt_targets(void) {
              ad->p99, today->p99, ad->loop_cpu, pct, raw->loop_cpu);
     adapt_verdict(what, fig, ad->p50 <= today->p50 ? "" : "p50",
                   ad->p99 <= today->p99 ? "" : "p99", pct <= 35 ? "" : "CPU");
+    /* The verdict stays strict; beside it, how far today's path lies from
+     * itself in the same run, to read a miss against. */
+    aa = row_find("adapt", "uvcuda-today-aa", var[i], NAN);
+    if (aa != NULL && aa->n)
+      printf("  %-40s A/A: today's path run twice, the second less the "
+             "first: p50 %+.2f us (per block %+.2f, median), p99 %+.2f us; "
+             "adaptive less today: p50 %+.2f, p99 %+.2f us\n", "",
+             aa->p50 - today->p50, extra_num(aa, "blocks_diff_p50_median"),
+             aa->p99 - today->p99, ad->p50 - today->p50,
+             ad->p99 - today->p99);
   }
 }
 
