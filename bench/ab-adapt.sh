@@ -25,7 +25,7 @@ for r in $(seq 1 "$N"); do
     d="$OUT/r$r-$tag"
     LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" timeout 300 "$B/bench/uvcuda-bench" \
       --csv "$d.csv" "${secs[@]}" > "$d.txt" 2>&1
-    grep -E "^ *workload |^  uvcuda-adaptive |^  raw-spin |^  memop-spin |per block|phases, p50|pooled over" "$d.txt" |
+    grep -E "^ *workload |^  uvcuda-adaptive |^  uvcuda-today(-aa)? |^  raw-spin |^  memop-spin |per block|phases, p50|pooled over" "$d.txt" |
       sed "s/^/r$r $tag: /"
   done
 done

@@ -202,7 +202,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       done
       DELIVERY=1 bench/ab-adapt.sh "$B" "$OUT/ab-adapt" "$n" "${libs[@]}" > "$OUT/ab-adapt.txt" 2>&1 || status=1
       for f in "$OUT"/ab-adapt/r*.txt; do
-        grep -E "^  adapt (rep|mixed|bimodal)|^ +floor here|rounds, same path" "$f" | sed "s|^|$(basename "$f" .txt): |"
+        grep -E "^  adapt (rep|mixed|bimodal)|^ +floor here|^ +A/A: |rounds, same path" "$f" | sed "s|^|$(basename "$f" .txt): |"
       done
       ;;
     --tput*)
