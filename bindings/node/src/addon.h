@@ -78,6 +78,7 @@ struct dev {
   CUstream alloc_stream;
   uint64_t faults_seen;     /* faults of the device emitted in this env */
   uint64_t resets_seen;     /* generation of its last reset emitted here */
+  int own_resets;           /* reset() calls of this env not yet settled */
   struct devobj *objects;   /* its Device wrappers (weak), for 'fault' */
   char name[256];
 };

@@ -107,8 +107,15 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
   struct fault_note *note = data;
   (void)js_cb;
   if (env != NULL && cell->ae != NULL) {
+    struct dev *d = env_dev(cell->ae, note->ordinal);
     if (note->kind == NOTE_FAULT) emit_fault(env, cell->ae, note->ordinal);
-    else emit_reset(env, cell->ae, note->ordinal, note->gen);
+    /* In the env whose own reset runs, reset_complete emits it: there the
+     * reset is over with its 'reset', so a reset() made once the listeners
+     * have run is not refused. The note can come first (it is sent before
+     * the pool thread returns); a note of an earlier reset waits too, and
+     * reset_complete emits every generation in order. */
+    else if (d == NULL || d->own_resets == 0)
+      emit_reset(env, cell->ae, note->ordinal, note->gen);
   }
   free(note);
 }
@@ -243,13 +250,17 @@ static napi_value reset_error(napi_env env, int ordinal, int err) {
 
 static void reset_complete(napi_env env, napi_status status, void *data) {
   struct reset_work *w = data;
+  struct addon_env *ae = addon_env_get(env);
+  struct dev *d = ae ? env_dev(ae, w->ordinal) : NULL;
   napi_value v;
   int closing = uvcuda_napi_closing(env);
-  /* 'reset' first (unless the note brought it already): the device is
-   * usable from the event on, and its listeners run before anything that
-   * waits on the promise. */
-  if (!closing && w->ran && w->gen != 0)
-    emit_reset(env, addon_env_get(env), w->ordinal, w->gen);
+  if (d != NULL) d->own_resets--;
+  /* 'reset' first: the device is usable from the event on, and its
+   * listeners run before anything that waits on the promise. Every
+   * generation up to the device's (no other reset can begin before
+   * devstate_reset_end below): this reset's, and those whose notes waited
+   * for it (call_js), this one having failed before the driver too. */
+  if (!closing && ae != NULL) emit_reset(env, ae, w->ordinal, devstate_gen(w->ordinal));
   /* Over only now: a second reset() made before this promise settles (the
    * listeners' too) is refused even if the pool thread has finished. */
   devstate_reset_end(w->ordinal);
@@ -293,10 +304,12 @@ static napi_value device_reset_impl(napi_env env, napi_callback_info info) {
     return throw_uv(env, UVCUDA_ENOMEM);
   }
   w->ordinal = r->dev->ordinal;
+  r->dev->own_resets++; /* reset_complete gives it back, the failures below too */
   if (napi_create_promise(env, &w->deferred, &promise) != napi_ok ||
       napi_create_string_utf8(env, "uvcuda.reset", NAPI_AUTO_LENGTH, &name) != napi_ok ||
       napi_create_async_work(env, NULL, name, reset_execute, reset_complete, w,
                              &w->work) != napi_ok) {
+    r->dev->own_resets--;
     devstate_reset_end(w->ordinal);
     if (promise != NULL && napi_get_undefined(env, &name) == napi_ok)
       napi_resolve_deferred(env, w->deferred, name); /* nobody holds it */
@@ -304,6 +317,7 @@ static napi_value device_reset_impl(napi_env env, napi_callback_info info) {
     return throw_uv(env, UVCUDA_ENOMEM);
   }
   if (napi_queue_async_work(env, w->work) != napi_ok) {
+    r->dev->own_resets--;
     devstate_reset_end(w->ordinal);
     napi_delete_async_work(env, w->work);
     if (napi_get_undefined(env, &name) == napi_ok) napi_resolve_deferred(env, w->deferred, name);

@@ -264,6 +264,35 @@ test('after an aborted reset(), another reset() is refused until the reset is do
   });
 });
 
+// README: another reset() is refused "until the thread that called it has
+// emitted 'reset' (its listeners have run ...)". The other envs' note of the
+// reset is sent before the pool thread returns and used to reach the
+// calling thread first about a third of the time: it emitted 'reset' there
+// while the reset still counted as running, and a reset() made right after
+// the listeners was refused.
+test("in the thread that called reset(), a reset() made once the 'reset' listeners have run is accepted", async () => {
+  const res = await runChild(`${helpers}
+    (async () => {
+      const k = common.setup();
+      const out = { n: 100, refused: [], listenerRefused: 0 };
+      for (let i = 0; i < out.n; i++) {
+        const next = new Promise((resolve) => k.dev.once('reset', () => {
+          // From a listener: still refused (the reset is not over).
+          k.dev.reset().catch((e) => { if (e.code === 'ERR_INVALID_STATE') out.listenerRefused++; });
+          queueMicrotask(() => k.dev.reset().then(() => resolve(null), (e) => resolve(e.code)));
+        }));
+        const first = k.dev.reset();
+        const code = await next; // the second reset has settled too
+        await first;
+        if (code !== null) out.refused.push(i + ': ' + code);
+      }
+      out.ok = await roundTrip(k.dev);
+      console.log(JSON.stringify(out));
+    })();`);
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), { n: 100, refused: [], listenerRefused: 100, ok: true });
+});
+
 // index.d.ts: 'fault' reaches "every Device object of it in every thread".
 // A Device referred to by nothing but its own listeners is such an object:
 // it is kept while it has 'fault' or 'reset' listeners (as Node keeps an
