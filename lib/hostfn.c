@@ -35,7 +35,7 @@ static void orphans_init(void) {
 }
 
 static void port_free(struct uvcuda__port *p) {
-  if (!uvcuda__queue_empty(&p->onode)) {
+  if (p->orphaned) {
     uv_mutex_lock(&orphans_mu);
     uvcuda__queue_remove(&p->onode);
     uv_mutex_unlock(&orphans_mu);
@@ -124,6 +124,7 @@ void uvcuda__port_close(struct uvcuda__port *p) {
     uv_mutex_lock(&orphans_mu);
     uvcuda__queue_insert_tail(&orphans, &p->onode);
     uv_mutex_unlock(&orphans_mu);
+    p->orphaned = 1;
   }
   uv_mutex_unlock(&p->mu);
   if (dead) port_free(p);

@@ -25,6 +25,9 @@ struct uvcuda__port {
   struct uvcuda__queue out;   /* enqueued, not yet run */
   unsigned refs;              /* the loop's, plus one per ticket */
   struct uvcuda__queue onode; /* orphans: closed with tickets out */
+  /* On orphans: set under mu, read by whoever frees the port. Not the
+   * link itself, which other ports' closes write under orphans' lock. */
+  int orphaned;
 };
 
 struct uvcuda__port *uvcuda__port_new(uv_async_t *async);

@@ -1164,6 +1164,51 @@ static void loop_close_never_waits_for_gpu_writes(void **state) {
   tu_gate_free(&g2);
 }
 
+/* Loops closed one after another, each with a future closed in flight:
+ * under hostfn each leaves its host function queued, and the loop's port
+ * waits for it on the list of orphaned ports, linked through the ports.
+ * The second close links its port to the first's; the first's host
+ * function then runs on the driver's thread and frees that port while
+ * this thread only sleeps (no lock between them). TSan (CI) reports any
+ * access to the link that the list's lock does not order: an outside
+ * tester found port_free reading it unlocked. The other strategies run it
+ * too: their closes must leave nothing behind either. */
+static int op_sleep_50ms(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  tu_sleep((CUstream)s, 50000000);
+  return 0;
+}
+
+static void loops_closed_with_their_work_queued(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  uvcuda_future_t *f = tu_fx_futures(fx, 2);
+  CUstream s[2];
+  int i;
+
+  for (i = 0; i < 2; i++) {
+    tu_fx_loop_t *e = tu_fx_open_with(fx, strategy_of(state), 0);
+    tu_rec_t *r = tu_fx_rec(fx);
+    s[i] = tu_stream();
+    TU_OK(uvcuda_future_init(&e->ul, &f[i]));
+    f[i].data = r;
+    TU_OK(uvcuda_future_start(&f[i], s[i], op_sleep_50ms, tu_rec_done));
+    close_future(e, &f[i]);
+    assert_int_equal(r->status, UVCUDA_ECANCELED);
+    lclosed = 0;
+    TU_OK(uvcuda_loop_close(&e->ul, on_lclosed));
+    tu_run(&e->uv, 5000);
+    assert_int_equal(lclosed, 1);
+    assert_int_equal(tu_fx_close_uv(e), 0);
+  }
+  /* Not a bound: time for the host functions to run while this thread
+   * makes no driver call that would order it before them. */
+  uv_sleep(200);
+  for (i = 0; i < 2; i++) {
+    TU_CU(tu.cuStreamSynchronize(s[i])); /* its host function has run */
+    tu_stream_destroy(s[i]);
+  }
+}
+
 /* ---- several loops on several threads ---- */
 
 typedef struct {
@@ -1264,6 +1309,7 @@ static void loops_on_threads(void **state) {
   OWN(close_at_every_state, c),                         \
   LOOP(close_from_callback, c, 20),                     \
   LOOP(loop_close_never_waits_for_gpu_writes, c, 20),  \
+  OWN(loops_closed_with_their_work_queued, c),          \
   OWN(loops_on_threads, c)
 
 int main(int argc, char **argv) {
