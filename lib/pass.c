@@ -107,7 +107,8 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
     uvcuda__queue_remove(q);
     uvcuda__tl_retire(&l->tls, tl_of_touch(q));
   }
-  if (!uvcuda__queue_empty(&l->tls.draining)) uvcuda__tl_reap(&l->tls);
+  if (!uvcuda__queue_empty(&l->tls.draining))
+    uvcuda__tl_reap(&l->tls, uv_hrtime(), l->opts.probe_interval_ns);
   UVCUDA__PROF_END(UVCUDA__P_SETTLE, p0);
 }
 

@@ -12,6 +12,7 @@ void uvcuda__tl_init(struct uvcuda__tlset *set) {
   uvcuda__streams_init(&set->streams);
   uvcuda__queue_init(&set->active);
   uvcuda__queue_init(&set->draining);
+  uvcuda__queue_init(&set->dead);
   uvcuda__queue_init(&set->idle);
   uvcuda__queue_init(&set->touched);
 }
@@ -472,16 +473,28 @@ uint64_t uvcuda__tl_in_use(const struct uvcuda__tlset *set) {
    * functions the driver will never run: nothing is due to it. */
   for (q = set->draining.next; q != &set->draining; q = q->next)
     if (uvcuda__context_fault(tl_of(q, lnode)->ctx) != 0) n--;
+  for (q = set->dead.next; q != &set->dead; q = q->next) n--;
   return n;
 }
 
-void uvcuda__tl_reap(struct uvcuda__tlset *set) {
+void uvcuda__tl_reap(struct uvcuda__tlset *set, uint64_t now,
+                     uint64_t probe_interval) {
   struct uvcuda__queue *q, *next;
   for (q = set->draining.next; q != &set->draining; q = next) {
     struct uvcuda__timeline *tl = tl_of(q, lnode);
     next = q->next;
-    if (quiescent(tl) && uvcuda__queue_empty(&tl->touch_node))
-      destroy(set, tl, 0);
+    if (!uvcuda__queue_empty(&tl->touch_node)) continue;
+    /* Not landed yet: is the context still there to write it? */
+    if (!quiescent(tl) &&
+        uvcuda__context_probe(tl->ctx, now, probe_interval) != 0 &&
+        !quiescent(tl)) {
+      /* Host functions out on a dead context: a ticket that still comes
+       * back touches the timeline, which then leaves this queue. */
+      uvcuda__queue_remove(&tl->lnode);
+      uvcuda__queue_insert_tail(&set->dead, &tl->lnode);
+      continue;
+    }
+    if (quiescent(tl)) destroy(set, tl, 0);
   }
 }
 

@@ -70,6 +70,9 @@ struct uvcuda__tlset {
   struct uvcuda__streams streams;
   struct uvcuda__queue active;   /* timelines with pending futures */
   struct uvcuda__queue draining; /* none pending, a GPU write still due */
+  /* None pending, host functions due that a faulted or destroyed context
+   * never runs: not walked by each pass as draining ones are. */
+  struct uvcuda__queue dead;
   struct uvcuda__queue idle;     /* none pending, none due: oldest first */
   unsigned nidle;
   struct uvcuda__queue touched;  /* changed this pass: re-watch, maybe free */
@@ -145,8 +148,11 @@ void uvcuda__tl_retire(struct uvcuda__tlset *set, struct uvcuda__timeline *tl);
 /* stats.timelines: those with a pending future or something still due;
  * not the idle ones, nor a faulted context's. */
 uint64_t uvcuda__tl_in_use(const struct uvcuda__tlset *set);
-/* Frees the draining timelines whose writes have landed. */
-void uvcuda__tl_reap(struct uvcuda__tlset *set);
+/* Frees the draining timelines whose writes have landed, or whose
+ * context a probe (at most one per interval) finds faulted or gone: a
+ * write due there never lands (cuCtxDestroy drops queued work). */
+void uvcuda__tl_reap(struct uvcuda__tlset *set, uint64_t now,
+                     uint64_t probe_interval);
 /* Loop close: frees every timeline; counters with writes due drain in
  * their context's pool. No watch may be left. */
 void uvcuda__tl_free_all(struct uvcuda__tlset *set);

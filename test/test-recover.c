@@ -611,6 +611,89 @@ static void foreign_reset_then_new_streams_hostfn(void **state) {
             (void *)(intptr_t)(UVCUDA_COMPLETION_HOSTFN | 1 << 8));
 }
 
+/* ---- a context destroyed under a write still due ---- */
+
+/* A future closed in flight leaves its marker's write due, and its
+ * timeline waits for it. The user may destroy the stream after the
+ * ECANCELED callback (api.md), and then its context (cuCtxDestroy): the
+ * simulated driver, like a reset, drops the context's queued work, so the
+ * write never lands. The loop must find that out (a probe of the context
+ * says it is gone) and forget the timeline. Before, it stayed counted in
+ * stats.timelines for good and every pass walked it (an outside tester
+ * saw the loop CPU per later future grow from ~10 to ~190 us with 6,000
+ * such contexts). Simulation only: what the real driver does with queued
+ * work at cuCtxDestroy is not measured. */
+static int c_destroyed_context(void *arg) {
+  uvcuda_completion_t c = (uvcuda_completion_t)(intptr_t)arg;
+  uvcuda_options_t o;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  uvcuda_stats_t st;
+  item_t it;
+  CUdevice dev;
+  CUstream s;
+  int i, n, rc;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  if (!tu_is_simulated()) return 77;
+  uvcuda_options_init(&o);
+  o.completion = c;
+  o.probe_interval_us = 50; /* the least: the case waits for a probe */
+  CHECK(uv_loop_init(&uv) == 0);
+  CHECK(uvcuda_loop_init(&uv, &ul, &o) == 0);
+  CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+  for (i = 0; i < 3; i++) {
+    CUcontext x;
+    CHECK(tu.cuCtxCreate(&x, NULL, 0, dev) == CUDA_SUCCESS); /* current */
+    CHECK(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHECK(simcuda_enqueue_work(s, 50ull * 1000000ull) == CUDA_SUCCESS);
+    CHECK(start(&ul, &it, s) == 0);
+    CHECK(uvcuda_future_close(&it.f, NULL) == 0);
+    wait_calls(&uv, &it, 1);
+    CHECK(it.calls == 1 && it.status == UVCUDA_ECANCELED);
+    uv_run(&uv, UV_RUN_NOWAIT); /* its close callback */
+    CHECK(uvcuda_loop_stats(&ul, &st) == 0);
+    CHECK(st.timelines >= 1); /* its write is due */
+    CHECK(tu.cuStreamDestroy(s) == CUDA_SUCCESS);
+    CHECK(tu.cuCtxDestroy(x) == CUDA_SUCCESS);
+  }
+  CHECK(tu.cuCtxSetCurrent(tu_ctx) == CUDA_SUCCESS);
+  /* Futures of 1 ms each on a live stream: by the second the probe
+   * interval has passed, and a pass asks the destroyed contexts. */
+  s = tu_stream();
+  for (n = 0; n < 100; n++) {
+    CHECK(simcuda_enqueue_work(s, 1000000) == CUDA_SUCCESS);
+    CHECK(start(&ul, &it, s) == 0);
+    wait_calls(&uv, &it, 1);
+    CHECK(it.calls == 1 && it.status == 0);
+    CHECK(uvcuda_loop_stats(&ul, &st) == 0);
+    if (st.timelines == 0) break;
+    CHECK(uvcuda_future_close(&it.f, NULL) == 0);
+    uv_run(&uv, UV_RUN_NOWAIT);
+  }
+  fprintf(stderr, "destroyed contexts (%s): timelines %llu after %d futures\n",
+          uvcuda_completion_name(c), (unsigned long long)st.timelines, n + 1);
+  CHECK(st.timelines == 0);
+  CHECK(close_all(&uv, &ul, &it, 1) == 0);
+  tu_stream_destroy(s);
+  return 0;
+}
+
+static void destroyed_context_auto(void **state) {
+  (void)state;
+  run_child(c_destroyed_context, (void *)(intptr_t)UVCUDA_COMPLETION_AUTO);
+}
+
+static void destroyed_context_hostfn(void **state) {
+  (void)state;
+  run_child(c_destroyed_context, (void *)(intptr_t)UVCUDA_COMPLETION_HOSTFN);
+}
+
+static void destroyed_context_poll(void **state) {
+  (void)state;
+  run_child(c_destroyed_context, (void *)(intptr_t)UVCUDA_COMPLETION_POLL);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(healthy_context_reports_zero),
@@ -629,6 +712,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(foreign_reset_poll),
       cmocka_unit_test(foreign_reset_then_new_streams),
       cmocka_unit_test(foreign_reset_then_new_streams_hostfn),
+      cmocka_unit_test(destroyed_context_auto),
+      cmocka_unit_test(destroyed_context_hostfn),
+      cmocka_unit_test(destroyed_context_poll),
   };
   want_real = argc > 1 && strcmp(argv[1], "--gpu") == 0;
   return cmocka_run_group_tests(tests, NULL, NULL);

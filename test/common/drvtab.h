@@ -12,6 +12,7 @@
 
 #define DRVTAB_ENTRIES(X)                  \
   X(cuCtxCreate, 12050, 0) /* the bench's extra contexts */ \
+  X(cuCtxDestroy, 4000, 1)                 \
   X(cuCtxGetCurrent, 4000, 1)              \
   X(cuCtxSetCurrent, 4000, 1)              \
   X(cuDeviceGet, 2000, 1)                  \
