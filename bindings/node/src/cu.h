@@ -20,6 +20,7 @@
   XX(cuCtxGetCurrent, 4000)              \
   XX(cuCtxSetCurrent, 4000)              \
   XX(cuCtxSynchronize, 2000)             \
+  XX(cuCtxGetId, 12000)                  \
   XX(cuThreadExchangeStreamCaptureMode, 10010) \
   XX(cuStreamCreate, 2000)               \
   XX(cuStreamDestroy, 4000)              \

@@ -26,6 +26,10 @@ struct devstate {
   uint64_t faults;     /* faults recorded (at most one per generation) */
   uint64_t fault_gen;  /* generation of the latest */
   int fault_err;       /* its error */
+  /* The id of the context it was found in (0: unknown). A reset made by
+   * another copy of uvcuda gives the context a new id: a fault of the old
+   * one is then no longer this device's, whatever our generation says. */
+  unsigned long long fault_ctx;
   /* The results of the latest resets, by the generation each began: an env
    * emits every generation's 'reset' in order, whichever of its own
    * completion or another env's note reaches it first. */
@@ -66,6 +70,15 @@ int devstate_init(void) {
 static struct devstate *get(int ordinal) {
   devstate_init();
   return ordinal >= 0 && ordinal < ndev ? &devs[ordinal] : NULL;
+}
+
+/* The id of the device's context now, 0 if none or gone (a reset made
+ * elsewhere answers CONTEXT_IS_DESTROYED until the context is made anew).
+ * Under d->mu: the last env cannot release the context meanwhile. */
+static unsigned long long ctx_id(struct devstate *d) {
+  unsigned long long id = 0;
+  if (d->ctx == NULL || cu.cuCtxGetId(d->ctx, &id) != CUDA_SUCCESS) return 0;
+  return id;
 }
 
 int devstate_enter(int ordinal, uint64_t *gen) {
@@ -168,6 +181,7 @@ int devstate_reset_run(int ordinal, uint64_t *gen) {
   if (reached_driver(err) && uvcuda_cuda_result(err) != 0 && d->faults > 0) {
     d->fault_gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
     d->fault_err = err;
+    d->fault_ctx = ctx_id(d); /* the context the reset made, which keeps it */
   }
   pthread_mutex_unlock(&d->mu);
   pthread_rwlock_unlock(&d->rw);
@@ -206,8 +220,15 @@ int devstate_fault_now(int ordinal) {
   int err = 0;
   if (d == NULL) return 0;
   pthread_mutex_lock(&d->mu);
-  if (d->faults > 0 && d->fault_gen == __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE))
+  if (d->faults > 0 && d->fault_gen == __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE)) {
     err = d->fault_err;
+    /* Another copy's reset: the fault went with the context. The caller
+     * asks the driver afresh; a fault the new context has is noted anew. */
+    if (d->fault_ctx != 0 && ctx_id(d) != d->fault_ctx) {
+      d->fault_gen = UINT64_MAX;
+      err = 0;
+    }
+  }
   pthread_mutex_unlock(&d->mu);
   return err;
 }
@@ -249,6 +270,7 @@ void devstate_note_fault(int ordinal, uint64_t gen, int err) {
     d->faults++;
     d->fault_gen = gen;
     d->fault_err = err;
+    d->fault_ctx = ctx_id(d);
     fresh = 1;
   }
   pthread_mutex_unlock(&d->mu);
