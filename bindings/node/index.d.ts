@@ -19,12 +19,16 @@ export type ParamType =
  * 8..32-bit and float types, bigint or a safe-integer number for 'u64'/'i64'. */
 export type KernelArg = DeviceMemory | bigint | number | null;
 
-/** Launch dimensions: x, or [x], [x, y], [x, y, z] (positive integers). */
+/** Launch dimensions: x, or [x], [x, y], [x, y, z] (positive integers).
+ * Any array is accepted, as at run time (`const grid = [4, 2]` infers
+ * number[]); one of 0 or more than 3 numbers is a RangeError
+ * ERR_OUT_OF_RANGE then. */
 export type Dim3 =
   | number
   | readonly [number]
   | readonly [number, number]
-  | readonly [number, number, number];
+  | readonly [number, number, number]
+  | readonly number[];
 
 /** What an AbortSignal offers that uvcuda uses (Node's AbortSignal, a DOM
  * one, or any object of this shape). */
@@ -49,7 +53,7 @@ export interface AwaitOptions {
 export interface UvcudaError extends Error {
   /** 'CUDA_ERROR_ILLEGAL_ADDRESS', 'UVCUDA_ECAPTURING', 'UVCUDA_ENODRIVER',
    * 'EBUSY' (uvcuda_err_name), or Node's 'ERR_INVALID_ARG_TYPE' (wrong
-   * type), 'ERR_INVALID_ARG_VALUE' (a string that is none of the names the
+   * type), 'ERR_INVALID_THIS' (a wrong receiver), 'ERR_INVALID_ARG_VALUE' (a string that is none of the names the
    * call takes; a signature or argument list of the wrong length),
    * 'ERR_OUT_OF_RANGE' (a number out of range; more than 3 dims),
    * 'ERR_INVALID_STATE', 'ERR_ILLEGAL_CONSTRUCTOR',
@@ -229,7 +233,8 @@ export class Stream {
   readonly owned: boolean;
   readonly device: Device | null;
   readonly destroyed: boolean;
-  /** Promises pending on this stream. */
+  /** Calls whose work is pending on this stream: an aborted call counts
+   * until its work ends, though its promise rejected at the abort. */
   readonly pending: number;
 
   /** Copies all of src into dst at dstOffset. src is read at the call:
@@ -295,7 +300,8 @@ export class DeviceMemory {
   readonly ptr: bigint;
   readonly device: Device;
   readonly freed: boolean;
-  /** Promises pending that use this memory. */
+  /** Calls whose work pending uses this memory: an aborted call counts
+   * until its work ends, though its promise rejected at the abort. */
   readonly pending: number;
   /** Allocated by the stream-ordered allocator: freed without waiting for
    * the device. Otherwise cuMemFree runs on a helper thread. */

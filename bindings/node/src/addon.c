@@ -45,6 +45,7 @@ static napi_value throw_coded(napi_env env, int kind, const char *code_str,
     return NULL;                                                 \
   }
 THROWER(throw_type, E_TYPE, "ERR_INVALID_ARG_TYPE")
+THROWER(throw_this, E_TYPE, "ERR_INVALID_THIS")
 THROWER(throw_value, E_TYPE, "ERR_INVALID_ARG_VALUE")
 THROWER(throw_range, E_RANGE, "ERR_OUT_OF_RANGE")
 THROWER(throw_state, E_PLAIN, "ERR_INVALID_STATE")

@@ -160,6 +160,10 @@ napi_value throw_type(napi_env env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 napi_value throw_value(napi_env env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* TypeError ERR_INVALID_THIS: a method or getter called on a wrong
+ * receiver, worded as Node core's ('Value of "this" must be of type Blob'). */
+napi_value throw_this(napi_env env, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 napi_value throw_range(napi_env env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 napi_value throw_state(napi_env env, const char *fmt, ...)

@@ -384,8 +384,13 @@ int res_unwrap(napi_env env, napi_value v, int kind, const char *what,
   if (v == NULL || napi_typeof(env, v, &t) != napi_ok || t != napi_object ||
       napi_check_object_type_tag(env, v, &tag, &ok) != napi_ok || !ok ||
       napi_unwrap(env, v, &p) != napi_ok || p == NULL) {
-    throw_type(env, "%s must be a uvcuda %s, got %s", what, addon_class_names[kind],
-               describe(env, v, got, sizeof(got)));
+    /* Not described: a sloppy call's undefined or 5 arrives as the global
+     * object or a Number wrapper, and Node core names only the type. */
+    if (strcmp(what, "this") == 0)
+      throw_this(env, "Value of \"this\" must be of type %s", addon_class_names[kind]);
+    else
+      throw_type(env, "%s must be a uvcuda %s, got %s", what, addon_class_names[kind],
+                 describe(env, v, got, sizeof(got)));
     return -1;
   }
   if (((struct res *)p)->closed && !allow_closed) {

@@ -86,10 +86,11 @@ test('constructors and receivers are checked', async () => {
   assert.throws(() => new uvcuda.DeviceMemory(), /Illegal constructor/);
   assert.throws(() => new uvcuda.Module(), typeError);
   assert.throws(() => new uvcuda.Kernel(), typeError);
-  await rejects(() => uvcuda.Stream.prototype.fence.call({}), typeError);
-  await rejects(() => uvcuda.Stream.prototype.fence.call(m), typeError);
-  assert.throws(() => uvcuda.DeviceMemory.prototype.free.call(s), typeError);
-  assert.throws(() => uvcuda.Device.prototype.alloc.call(s, 8), typeError);
+  const wrongThis = { name: 'TypeError', code: 'ERR_INVALID_THIS' };
+  await rejects(() => uvcuda.Stream.prototype.fence.call({}), wrongThis);
+  await rejects(() => uvcuda.Stream.prototype.fence.call(m), wrongThis);
+  assert.throws(() => uvcuda.DeviceMemory.prototype.free.call(s), wrongThis);
+  assert.throws(() => uvcuda.Device.prototype.alloc.call(s, 8), wrongThis);
 });
 
 test('copy arguments: types and ranges', async () => {
@@ -343,8 +344,9 @@ test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', a
   assert.equal(res.status, 0, res.stderr);
   const foreign = 'ERR_INVALID_ARG_TYPE';
   assert.deepEqual(lastJson(res), {
-    distinct: true, own: ['resolved', 'resolved'], memset: foreign, fence: foreign,
-    launch: foreign, ptrArg: foreign, fenceAB: foreign, alloc: foreign, free: foreign,
+    distinct: true, own: ['resolved', 'resolved'], memset: foreign, fence: 'ERR_INVALID_THIS',
+    launch: foreign, ptrArg: foreign, fenceAB: foreign, alloc: 'ERR_INVALID_THIS',
+    free: 'ERR_INVALID_THIS',
     back: 'resolved',
   });
 });

@@ -198,7 +198,7 @@ test('health, reset and fault events: arguments and a second reset at once', asy
     })();`);
   assert.equal(res.status, 0, res.stderr);
   assert.deepEqual(lastJson(res), {
-    isEmitter: true, resetReturns: true, second: 'ERR_INVALID_STATE', wrong: 'ERR_INVALID_ARG_TYPE',
+    isEmitter: true, resetReturns: true, second: 'ERR_INVALID_STATE', wrong: 'ERR_INVALID_THIS',
     aborted: 'AbortError', health: 'healthy',
   });
 });

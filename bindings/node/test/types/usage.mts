@@ -28,6 +28,8 @@ export async function main(): Promise<void> {
   const grid = [4, 1] as const;
   const block: Dim3 = [256] as const;
   const args = [mem, 1024, 7] as const;
+  const gridVar = [4, 2]; // number[]: accepted, as at run time
+  await s.launch(add, gridVar, 256, args);
   const params: readonly ParamType[] = add.signature;
   const more: readonly KernelArg[] = [mem, 1, 2];
 
@@ -88,8 +90,8 @@ export async function main(): Promise<void> {
   // @ts-expect-error: errno is a number
   uvcuda.errorName('EBUSY');
 
-  // @ts-expect-error: 4 dimensions
-  await s.launch(add, [1, 1, 1, 1], 1, args);
+  // @ts-expect-error: dims are numbers
+  await s.launch(add, ['1'], 1, args);
   // @ts-expect-error: 'int' is not a parameter type
   mod.getFunction('k', ['int']);
   // @ts-expect-error: a string is not host memory
