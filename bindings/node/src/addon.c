@@ -362,18 +362,22 @@ static int arg_number(napi_env env, napi_value v, const char *what, double *out)
   return 0;
 }
 
-int arg_size(napi_env env, napi_value v, const char *what, size_t *out) {
+int arg_size_min(napi_env env, napi_value v, const char *what, size_t lo, size_t *out) {
   double d;
   char got[160];
   if (arg_number(env, v, what, &d) != 0) return -1;
-  if (!(d >= 0) || d != floor(d) || d > 9007199254740991.0) {
-    throw_range(env, "%s must be an integer from 0 to 2**53 - 1 "
-                     "(Number.MAX_SAFE_INTEGER), got %s", what,
+  if (!(d >= (double)lo) || d != floor(d) || d > 9007199254740991.0) {
+    throw_range(env, "%s must be an integer from %zu to 2**53 - 1 "
+                     "(Number.MAX_SAFE_INTEGER), got %s", what, lo,
                 describe(env, v, got, sizeof(got)));
     return -1;
   }
   *out = (size_t)d;
   return 0;
+}
+
+int arg_size(napi_env env, napi_value v, const char *what, size_t *out) {
+  return arg_size_min(env, v, what, 0, out);
 }
 
 int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo, uint32_t hi,

@@ -220,6 +220,8 @@ struct addon_env *addon_env_get(napi_env env);
  * the message. */
 int arg_is_undefined(napi_env env, napi_value v);
 int arg_size(napi_env env, napi_value v, const char *what, size_t *out);
+/* The same, from lo: alloc's byteLength is at least 1. */
+int arg_size_min(napi_env env, napi_value v, const char *what, size_t lo, size_t *out);
 /* An integer from lo to hi; the message names that range. */
 int arg_u32(napi_env env, napi_value v, const char *what, uint32_t lo, uint32_t hi,
             uint32_t *out);

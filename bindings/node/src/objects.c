@@ -587,8 +587,7 @@ static napi_value device_alloc(napi_env env, napi_callback_info info) {
 
   if (r == NULL) return NULL;
   d = r->dev;
-  if (arg_size(env, argv[0], "byteLength", &n) != 0) return NULL;
-  if (n == 0) return throw_range(env, "byteLength must be at least 1, got 0");
+  if (arg_size_min(env, argv[0], "byteLength", 1, &n) != 0) return NULL;
   if (op_enter(env, d, NULL, 0, &gen) != 0) return NULL;
   dev_refresh(d, gen);
   m = (struct mem_res *)res_new(r->ae, RES_MEMORY, sizeof(*m), d, gen);

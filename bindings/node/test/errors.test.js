@@ -69,6 +69,10 @@ test('Device and allocation arguments', () => {
   assert.throws(() => dev.alloc('8'), typeError);
   assert.throws(() => dev.alloc(-8), rangeError);
   assert.throws(() => dev.alloc(0), rangeError);
+  // One range for every refused size, 0 included (outside tester round 9).
+  for (const [v, shown] of [[0, '0'], [-1, '-1'], [1.5, '1.5']])
+    assert.throws(() => dev.alloc(v), { ...rangeError, message:
+      `byteLength must be an integer from 1 to 2**53 - 1 (Number.MAX_SAFE_INTEGER), got ${shown}` });
   assert.throws(() => dev.alloc(1.5), rangeError);
   assert.throws(() => dev.alloc(NaN), rangeError);
   // Every type it takes is named (ArrayBuffer and DataView too).
