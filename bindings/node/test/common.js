@@ -121,7 +121,21 @@ const simulated = (() => {
   }
 })();
 
+// Child-script lines (for runChild) that load a second copy of the addon
+// (the package's JS and a copy of its .node file in a temporary folder,
+// as another installed copy of the package would be) as B; `dir` is that
+// folder. They need fs, os and path in scope.
+const LOAD_COPY = `
+    const addon = Object.keys(require.cache).find((f) => f.endsWith('.node'));
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-copy-'));
+    for (const f of ['index.js', 'package.json'])
+      fs.copyFileSync(path.join(${JSON.stringify(pkgDir)}, f), path.join(dir, f));
+    fs.copyFileSync(addon, path.join(dir, 'copy.node'));
+    process.env.UVCUDA_NODE_ADDON = path.join(dir, 'copy.node');
+    const B = require(dir);`;
+
 module.exports = {
   uvcuda, ptx, ptxPath, setup, grid, fnv1a, bytes, runChild, lastJson, forceGc,
   simulated, spawnSync, test, nodeTest, pkgDir, driver, driverSkip, simSkip, gpuSkip,
+  LOAD_COPY,
 };

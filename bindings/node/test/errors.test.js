@@ -6,7 +6,7 @@
 // .cudaResult for CUDA results); driver problems throw named errors.
 
 const assert = require('node:assert/strict');
-const { test, nodeTest, simSkip, uvcuda, setup, runChild, lastJson, pkgDir } = require('./common');
+const { test, nodeTest, simSkip, uvcuda, setup, runChild, lastJson, pkgDir, LOAD_COPY } = require('./common');
 
 // Without the simulated driver every test here is skipped: make nothing.
 const k = simSkip ? {} : setup();
@@ -300,17 +300,6 @@ test('a Proxy of an array is an array, as Array.isArray says (Node core\'s valid
   assert.throws(() => k.mod.getFunction('uvcuda_add_u32', new Proxy({}, {})),
     { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
 });
-
-// Child-script lines that load a second copy of the addon (the package's
-// JS and a copy of its .node file in a temporary folder) as B.
-const LOAD_COPY = `
-    const addon = Object.keys(require.cache).find((f) => f.endsWith('.node'));
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-copy-'));
-    for (const f of ['index.js', 'package.json'])
-      fs.copyFileSync(path.join(${JSON.stringify(pkgDir)}, f), path.join(dir, f));
-    fs.copyFileSync(addon, path.join(dir, 'copy.node'));
-    process.env.UVCUDA_NODE_ADDON = path.join(dir, 'copy.node');
-    const B = require(dir);`;
 
 test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', async () => {
   // Two copies in one process (two versions in node_modules, say): each

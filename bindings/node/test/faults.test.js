@@ -10,8 +10,7 @@
 
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { test, runChild, lastJson } = require('./common');
-const { pkgDir } = require('./env');
+const { test, runChild, lastJson, LOAD_COPY } = require('./common');
 
 const common = path.join(__dirname, 'common.js');
 
@@ -305,13 +304,7 @@ test("after another copy of uvcuda resets the device, this copy's health reads h
     const fs = require('node:fs');
     const os = require('node:os');
     const path = require('node:path');
-    const addon = Object.keys(require.cache).find((f) => f.endsWith('.node'));
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-copy-'));
-    for (const f of ['index.js', 'package.json'])
-      fs.copyFileSync(path.join(${JSON.stringify(pkgDir)}, f), path.join(dir, f));
-    fs.copyFileSync(addon, path.join(dir, 'copy.node'));
-    process.env.UVCUDA_NODE_ADDON = path.join(dir, 'copy.node');
-    const B = require(dir);
+    ${LOAD_COPY}
     const tick = () => new Promise((r) => setTimeout(r, 10));
     (async () => {
       const k = common.setup();
