@@ -6,7 +6,7 @@
 // .cudaResult for CUDA results); driver problems throw named errors.
 
 const assert = require('node:assert/strict');
-const { test, nodeTest, simSkip, uvcuda, setup, runChild, lastJson, pkgDir, LOAD_COPY } = require('./common');
+const { test, nodeTest, simSkip, uvcuda, setup, runChild, lastJson, LOAD_COPY } = require('./common');
 
 // Without the simulated driver every test here is skipped: make nothing.
 const k = simSkip ? {} : setup();
