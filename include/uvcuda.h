@@ -200,8 +200,9 @@ UVCUDA_EXTERN int uvcuda_completion_parse(const char *name,
  * arm at once and wake the loop thread shortly before the predicted end.
  * The spin budget bounds every spin before a future is armed; after a
  * pre-wake the loop polls from the timer for at most the wake-up's lead
- * (200 µs at most) plus the budget and four deviations of the stream's
- * times (together 200 µs at most); a budget of 0 predicts nothing.
+ * (200 µs at most) plus the budget, four deviations of the stream's times
+ * and, for a wait over 250 µs, 1/64 of it (together 200 µs at most); a
+ * budget of 0 predicts nothing.
  * ADAPTIVE turns it
  * on, NO_ADAPTIVE off; with neither, env UVCUDA_ADAPTIVE ("1"/"0"), else
  * off. Both: UVCUDA_EINVAL. */

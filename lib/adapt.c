@@ -24,6 +24,11 @@
 #define BACKOFF_MAX 64u /* predictions left out after early ones, at most */
 /* Expiries further off than this the loop sets itself (adapt.h). */
 #define REMOTE_MAX_NS (250u * US)
+/* A predicted wait longer than this wakes the loop earlier still, by
+ * 1/LONG_DIV of it (at most LONG_MAX_NS): see uvcuda__adapt_long_lead. */
+#define LONG_MIN_NS (250u * US)
+#define LONG_DIV 64u
+#define LONG_MAX_NS (50u * US)
 
 int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
                        uvcuda_stats_t *stats, uv_poll_cb on_timer) {
@@ -133,7 +138,7 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         uint64_t budget_ns, int alone, uint64_t now) {
   struct uvcuda__timeline *tl = f->tl_;
   struct uvcuda__predict *p = &tl->pred;
-  uint64_t t0 = f->start_ns_, end, margin, wake, lead, window;
+  uint64_t t0 = f->start_ns_, end, margin, wake, extra, lead, window;
 
   f->adapt_ = UVCUDA__ADAPT_NONE;
   if (!a->on || budget_ns == 0 || tl->mode == UVCUDA__TL_HOSTFN ||
@@ -163,14 +168,16 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
     return 1;
   }
   /* Beyond it: armed now, woken `lead` before the end (the wake-up's
-   * own lateness, its spread included, plus a deviation of the work),
-   * polled until `margin` after it: from the timer, at most the wake-up's
-   * lead plus the spin budget and four deviations (WINDOW_MAX_NS). */
+   * own lateness, its spread included, a deviation of the work, and for a
+   * long wait a share of it), polled until `margin` after it: from the
+   * timer, at most the wake-up's lead plus the spin budget, four
+   * deviations and that share (WINDOW_MAX_NS). */
   wake = uvcuda__adapt_wake_lead(a);
-  lead = wake + p->dev_ns + 1 * US;
+  extra = uvcuda__adapt_long_lead(p->mean_ns);
+  lead = wake + p->dev_ns + 1 * US + extra;
   f->wake_ns_ = end > t0 + lead ? end - lead : t0;
   f->hot_until_ns_ = end + margin;
-  window = budget_ns + 4 * p->dev_ns;
+  window = budget_ns + 4 * p->dev_ns + extra;
   if (window > WINDOW_MAX_NS) window = WINDOW_MAX_NS;
   if (f->hot_until_ns_ > f->wake_ns_ + wake + window)
     f->hot_until_ns_ = f->wake_ns_ + wake + window;
@@ -178,6 +185,21 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
   f->adapt_ = UVCUDA__ADAPT_PENDING;
   pending_insert(a, f);
   return 1;
+}
+
+/* After a long sleep the loop's wake-up comes later and more spread than
+ * its learnt lateness covers at the tail: on the H100 about 5 % of 2 ms
+ * predictions came out early (done before the loop looked), and the 2 ms
+ * p50 stayed 1-7 us over a raw spin's. Waking 1/64 of the wait earlier
+ * (31 us at 2 ms) left 1 early in 1,000 and p50 0.5 us under a raw spin's,
+ * for 1.5 % of the wait in loop CPU (H100, run 21 call 2, one round;
+ * docs/benchmarks.md). Waits up to LONG_MIN_NS, whose wake-ups were as
+ * tight as the lead, get none. */
+uint64_t uvcuda__adapt_long_lead(uint64_t mean_ns) {
+  uint64_t extra;
+  if (mean_ns <= LONG_MIN_NS) return 0;
+  extra = mean_ns / LONG_DIV;
+  return extra < LONG_MAX_NS ? extra : LONG_MAX_NS;
 }
 
 uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a) {

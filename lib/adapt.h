@@ -67,6 +67,9 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
 /* How long before a predicted end the loop is woken for the wake-up
  * itself: the lateness seen so far, mean + 2 deviations, 200 µs at most. */
 uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a);
+/* What a predicted wait of mean_ns adds to that lead, and to the window
+ * polled after the timer: 0 up to 250 µs, then 1/64 of it, 50 µs at most. */
+uint64_t uvcuda__adapt_long_lead(uint64_t mean_ns);
 /* The timer fired (pass.c's poll callback): reads the expiry, so that the
  * timerfd is not readable until it is set again. Before the clock is
  * read: whatever it read out is due by then. */
