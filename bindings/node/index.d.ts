@@ -57,7 +57,8 @@ export interface UvcudaError extends Error {
    * call takes; a signature or argument list of the wrong length),
    * 'ERR_OUT_OF_RANGE' (a number out of range; more than 3 dims),
    * 'ERR_INVALID_STATE', 'ERR_ILLEGAL_CONSTRUCTOR',
-   * 'ERR_CONSTRUCT_CALL_REQUIRED'. */
+   * 'ERR_CONSTRUCT_CALL_REQUIRED', 'UVCUDA_ECLOSING' (a freed, destroyed or
+   * unloaded object). */
   code: string;
   /** The negative uvcuda error code (uvcuda and CUDA errors); CUDA result r
    * is -20000 - r. */
@@ -140,7 +141,8 @@ export interface Stats {
    * and rejected at once, with no future started: not in started or
    * failed). A call refused before that (bad arguments, a closed object,
    * an object gone with a reset, a device being reset, an aborted signal,
-   * UVCUDA_ENOTSUP) is in none of them, and an aborted call's work still
+   * UVCUDA_ENOTSUP: a completion strategy configure() chose that this
+   * driver lacks, such as 'hostfn-spin' before CUDA 13.2) is in none of them, and an aborted call's work still
    * completes: it counts as resolved or rejected by what the work did, not
    * as the AbortError its caller saw. pending: started, not yet settled. */
   pending: number;

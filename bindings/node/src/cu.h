@@ -26,6 +26,7 @@
   XX(cuStreamDestroy, 4000)              \
   XX(cuStreamSynchronize, 2000)          \
   XX(cuStreamGetCtx, 9020)               \
+  XX(cuStreamIsCapturing, 10000)         \
   XX(cuStreamWaitEvent, 3020)            \
   XX(cuEventCreate, 2000)                \
   XX(cuEventRecord, 2000)                \

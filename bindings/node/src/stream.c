@@ -334,6 +334,19 @@ static napi_value pool_submit(napi_env env, struct op *o, struct dev *d,
     throw_cu(env, r);
     goto fail;
   }
+  /* As an await of a capturing stream: refused. The pool thread's
+   * cuStreamSynchronize would fail and invalidate the capture. */
+  {
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if ((r = cu.cuStreamIsCapturing(o->stream, &cs)) != CUDA_SUCCESS) {
+      throw_cu(env, r);
+      goto fail;
+    }
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      throw_uv(env, UVCUDA_ECAPTURING);
+      goto fail;
+    }
+  }
   if (napi_create_promise(env, &o->deferred, &promise) != napi_ok) goto fail;
   for (i = 0; i < nkeep; i++) {
     if (napi_create_reference(env, keep[i], 1, &o->refs[i]) != napi_ok) goto fail_settle;

@@ -179,6 +179,21 @@ test('a copy that fails on the GPU leaves dst as it was', async () => {
   assert.ok(dst.every((v) => v === 8));
 });
 
+// README: awaiting a capturing stream rejects UVCUDA_ECAPTURING, the thread
+// pool baselines included. They blocked in cuStreamSynchronize on it, which
+// rejected CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidated the
+// user's capture, so endCapture() threw (an outside tester, round 10).
+test('the thread pool baselines refuse a capturing stream and leave its capture alone', async () => {
+  const s = dev.createStream();
+  const m = dev.alloc(16);
+  for (const call of [() => s.fenceOnThreadPool(), () => s.launchOnThreadPool(k.add, 1, 4, [m, 4, 1])]) {
+    s.beginCapture();
+    await assert.rejects(call(), { code: 'UVCUDA_ECAPTURING' });
+    s.endCapture(); // throws if the capture was invalidated
+  }
+  await s.fenceOnThreadPool(); // and the stream works again
+});
+
 // The driver runs a copy into pageable memory synchronously (the simulation
 // models that, as CUDA documents it): a bounce buffer in pageable memory
 // held the JS thread until the GPU reached the copy (200 ms behind a 200 ms
