@@ -164,8 +164,9 @@ type Listener = (...args: any[]) => void;
  *   'fault' (error: UvcudaError)  once per fault of the device, on every
  *                                  Device object of it in every thread;
  *   'reset' (error: UvcudaError | null)  a reset of the device (from any
- *                                  thread) is done: null when new work works;
- *                                  objects made before are gone.
+ *                                  thread, or by another copy of this
+ *                                  package) is done: null when new work
+ *                                  works; objects made before are gone.
  * Neither event keeps a thread alive; a Device with listeners for them is
  * not collected while it has them. */
 export class Device {
@@ -192,9 +193,11 @@ export class Device {
    * it made before is gone (work on them rejects
    * CUDA_ERROR_CONTEXT_IS_DESTROYED). Work pending at the reset of a
    * healthy device completes or rejects CUDA_ERROR_CONTEXT_IS_DESTROYED,
-   * by timing. Other copies of uvcuda and other CUDA libraries in the
-   * process keep handles the reset destroyed, which uvcuda cannot tell
-   * them: they must not use them. Rejects with the driver's error
+   * by timing. Another copy of this package takes it as its own reset
+   * (its objects of before are gone, its Devices get 'reset'); addons on
+   * uvcuda/napi.h and other CUDA libraries in the process keep handles
+   * the reset destroyed, which uvcuda cannot tell them: they must not use
+   * them. Rejects with the driver's error
    * (CUDA_ERROR_ILLEGAL_ADDRESS) where the driver keeps the fault: restart
    * the process then. */
   reset(options?: AwaitOptions): Promise<void>;

@@ -30,6 +30,11 @@ struct devstate {
    * another copy of uvcuda gives the context a new id: a fault of the old
    * one is then no longer this device's, whatever our generation says. */
   unsigned long long fault_ctx;
+  /* The id of the context as this copy last knew it (0: not yet). Another
+   * copy of uvcuda, or another CUDA library, that resets the device gives
+   * the context a new id: found at the next call or watch, that reset is
+   * taken as one of ours (foreign_reset). */
+  unsigned long long known_ctx;
   /* The results of the latest resets, by the generation each began: an env
    * emits every generation's 'reset' in order, whichever of its own
    * completion or another env's note reaches it first. */
@@ -81,6 +86,8 @@ static unsigned long long ctx_id(struct devstate *d) {
   return id;
 }
 
+static void foreign_check(struct devstate *d, int ordinal);
+
 int devstate_enter(int ordinal, uint64_t *gen) {
   struct devstate *d = get(ordinal);
   int busy;
@@ -88,6 +95,7 @@ int devstate_enter(int ordinal, uint64_t *gen) {
     *gen = 0;
     return 0;
   }
+  foreign_check(d, ordinal);
   if (pthread_rwlock_tryrdlock(&d->rw) != 0) return UVCUDA_EBUSY;
   pthread_mutex_lock(&d->mu);
   busy = d->resetting;
@@ -104,6 +112,7 @@ void devstate_enter_wait(int ordinal, uint64_t *gen) {
   struct devstate *d = get(ordinal);
   *gen = 0;
   if (d == NULL) return;
+  foreign_check(d, ordinal);
   pthread_rwlock_rdlock(&d->rw);
   *gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
 }
@@ -122,8 +131,10 @@ void devstate_open(int ordinal, CUcontext ctx) {
   struct devstate *d = get(ordinal);
   if (d == NULL) return;
   pthread_mutex_lock(&d->mu);
-  d->users++;
   d->ctx = ctx;
+  /* The first user retains the primary context, which the driver made
+   * anew if every user had released it: its id is known from here. */
+  if (d->users++ == 0 || d->known_ctx == 0) d->known_ctx = ctx_id(d);
   pthread_mutex_unlock(&d->mu);
 }
 
@@ -172,6 +183,7 @@ int devstate_reset_run(int ordinal, uint64_t *gen) {
   if (reached_driver(err)) *gen = __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
   pthread_mutex_lock(&d->mu);
   d->resetting = 0; /* usable again: the 'reset' event says so */
+  d->known_ctx = ctx_id(d); /* ours, not a foreign one (0: learnt later) */
   if (*gen != 0) {
     d->resets[*gen % RESETS_KEPT].gen = *gen;
     d->resets[*gen % RESETS_KEPT].err = err;
@@ -187,6 +199,43 @@ int devstate_reset_run(int ordinal, uint64_t *gen) {
   pthread_rwlock_unlock(&d->rw);
   if (reached_driver(err)) announce(NOTE_RESET, ordinal, *gen);
   return err;
+}
+
+/* A reset this copy did not make (another copy of uvcuda in the process,
+ * another CUDA library: cuDevicePrimaryCtxReset) destroyed every object
+ * of the device, ours too, and the driver may hand their handles out
+ * anew. Found by the context's new id, it is taken as our own reset: a new
+ * generation, so that no object made before passes its handle to the
+ * driver again (a call on one rejects CUDA_ERROR_CONTEXT_IS_DESTROYED, a
+ * free forgets it), the fault recorded before goes with the old context,
+ * and 'reset' (null) is emitted in every env. Objects made between the
+ * reset and its finding count as made before: refused, never misused. */
+static void foreign_reset(struct devstate *d, int ordinal, unsigned long long id) {
+  uint64_t gen = 0;
+  /* Not waited for: a thread in a call holds the lock for a moment, and a
+   * reset of ours holds it for long; the next call or watch looks again. */
+  if (pthread_rwlock_trywrlock(&d->rw) != 0) return;
+  pthread_mutex_lock(&d->mu);
+  if (!d->resetting && d->known_ctx != 0 && id != d->known_ctx) {
+    gen = __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
+    d->resets[gen % RESETS_KEPT].gen = gen;
+    d->resets[gen % RESETS_KEPT].err = 0;
+    d->known_ctx = id;
+  }
+  pthread_mutex_unlock(&d->mu);
+  pthread_rwlock_unlock(&d->rw);
+  if (gen != 0) announce(NOTE_RESET, ordinal, gen);
+}
+
+static void foreign_check(struct devstate *d, int ordinal) {
+  unsigned long long id;
+  int changed;
+  pthread_mutex_lock(&d->mu);
+  id = ctx_id(d); /* 0 while the context is destroyed and not made anew */
+  if (d->known_ctx == 0 && !d->resetting) d->known_ctx = id;
+  changed = !d->resetting && d->known_ctx != 0 && id != 0 && id != d->known_ctx;
+  pthread_mutex_unlock(&d->mu);
+  if (changed) foreign_reset(d, ordinal, id);
 }
 
 int devstate_reset_result(int ordinal, uint64_t gen, int *err) {
@@ -298,6 +347,8 @@ static void *watch_main(void *arg) {
     pthread_mutex_unlock(&subs_mu);
     nanosleep(&ts, NULL);
     for (i = 0; i < ndev; i++) {
+      /* devstate_enter looks for a foreign reset too: an env with nothing
+       * to do hears of it (its 'reset') within a watch interval. */
       if (devstate_enter(i, &gen) != 0) continue;
       err = 0;
       pthread_mutex_lock(&devs[i].mu);
