@@ -62,6 +62,12 @@ static inline int uvcuda__context_fault(struct uvcuda__context *x) {
   return atomic_load_explicit(&x->fault, memory_order_acquire);
 }
 
+/* Whether a reset destroyed x (uvcuda's, or one found by x's new id):
+ * none of its objects, nor memory the context allocated, exist now. */
+static inline int uvcuda__context_dead(struct uvcuda__context *x) {
+  return atomic_load_explicit(&x->dead, memory_order_acquire);
+}
+
 /* Queries x's private stream if `interval` ns passed since its last query
  * by any thread; returns 0 or the sticky CUresult. Any thread. */
 int uvcuda__context_probe(struct uvcuda__context *x, uint64_t now,

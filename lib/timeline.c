@@ -334,7 +334,14 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
     else
       f->done_by_ = UVCUDA__BY_REACTOR;
     unhook(tl, f);
-    uvcuda__deliver_push(set->dq, f, 0);
+    /* Done, but a reset destroyed the context before the loop saw it: it
+     * fails as the reset's pending futures do (api.md), since the reset
+     * freed what the work wrote if it wrote the context's cuMemHostAlloc
+     * memory (an outside tester's callback read such results, status 0). */
+    uvcuda__deliver_push(set->dq, f,
+                         uvcuda__context_dead(tl->ctx)
+                             ? UVCUDA_ECUDA(uvcuda__context_fault(tl->ctx))
+                             : 0);
     n++;
   }
   tl->seen_ns = 0;

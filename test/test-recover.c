@@ -611,6 +611,54 @@ static void foreign_reset_then_new_streams_hostfn(void **state) {
             (void *)(intptr_t)(UVCUDA_COMPLETION_HOSTFN | 1 << 8));
 }
 
+/* ---- a reset while finished work waits for the loop ---- */
+
+/* api.md: uvcuda_device_reset fails every pending future, on every loop.
+ * A future whose work had finished but whose loop had not yet run its
+ * callback completed with 0 (50 of 50 runs under auto, an outside tester,
+ * round 10): its callback would then read results that the reset freed
+ * (cuMemHostAlloc memory of the primary context). */
+static int c_reset_after_done(void *arg) {
+  uvcuda_completion_t c = (uvcuda_completion_t)(intptr_t)arg;
+  uv_loop_t uv;
+  uvcuda_loop_t ul;
+  item_t its[4];
+  CUstream s;
+  int i, rc;
+
+  if ((rc = tu_setup(want_real)) != 0) return rc;
+  CHECK(loop_open(&uv, &ul, c) == 0);
+  s = tu_stream();
+  for (i = 0; i < 4; i++) CHECK(start(&ul, &its[i], s) == 0);
+  CHECK(tu.cuStreamSynchronize(s) == CUDA_SUCCESS); /* the work is done */
+  CHECK(uvcuda_device_reset(0) == 0);               /* the loop has not run */
+  wait_all(&uv, its, 4);
+  for (i = 0; i < 4; i++) {
+    if (its[i].status != UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED))
+      fprintf(stderr, "future %d: %d calls, %s\n", i, its[i].calls,
+              uvcuda_err_name(its[i].status));
+    CHECK(its[i].calls == 1);
+    CHECK(its[i].status == UVCUDA_ECUDA(CUDA_ERROR_CONTEXT_IS_DESTROYED));
+  }
+  CHECK(close_all(&uv, &ul, its, 4) == 0);
+  return 0;
+}
+
+static void reset_fails_finished_futures_auto(void **state) {
+  (void)state;
+  run_child(c_reset_after_done, (void *)(intptr_t)UVCUDA_COMPLETION_AUTO);
+}
+
+static void reset_fails_finished_futures_hostfn(void **state) {
+  (void)state;
+  run_child(c_reset_after_done, (void *)(intptr_t)UVCUDA_COMPLETION_HOSTFN);
+}
+
+static void reset_fails_finished_futures_poll(void **state) {
+  (void)state;
+  run_child(c_reset_after_done, (void *)(intptr_t)UVCUDA_COMPLETION_POLL);
+}
+
 /* ---- a context destroyed under a write still due ---- */
 
 /* A future closed in flight leaves its marker's write due, and its
@@ -712,6 +760,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(foreign_reset_poll),
       cmocka_unit_test(foreign_reset_then_new_streams),
       cmocka_unit_test(foreign_reset_then_new_streams_hostfn),
+      cmocka_unit_test(reset_fails_finished_futures_auto),
+      cmocka_unit_test(reset_fails_finished_futures_hostfn),
+      cmocka_unit_test(reset_fails_finished_futures_poll),
       cmocka_unit_test(destroyed_context_auto),
       cmocka_unit_test(destroyed_context_hostfn),
       cmocka_unit_test(destroyed_context_poll),
