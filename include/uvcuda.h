@@ -408,7 +408,8 @@ UVCUDA_EXTERN int uvcuda_future_init(uvcuda_loop_t *ul, uvcuda_future_t *f);
  * UVCUDA_EBUSY (already started, or called from f's own op),
  * UVCUDA_ECLOSING (f closing or closed), UVCUDA_EWRONGTHREAD,
  * UVCUDA_EFORKED. The stream must stay valid until the callback runs. The
- * caller's current context is put back, even if the op changed it. */
+ * caller's current context is put back (cuCtxSetCurrent), even if the op
+ * changed it; an op that pushes a context must pop it itself. */
 UVCUDA_EXTERN int uvcuda_future_start(uvcuda_future_t *f,
                                       uvcuda_stream_t stream, uvcuda_op_cb op,
                                       uvcuda_future_cb cb);
