@@ -26,10 +26,6 @@ struct devstate {
   uint64_t faults;     /* faults recorded (at most one per generation) */
   uint64_t fault_gen;  /* generation of the latest */
   int fault_err;       /* its error */
-  /* The id of the context it was found in (0: unknown). A reset made by
-   * another copy of uvcuda gives the context a new id: a fault of the old
-   * one is then no longer this device's, whatever our generation says. */
-  unsigned long long fault_ctx;
   /* The id of the context as this copy last knew it (0: not yet). Another
    * copy of uvcuda, or another CUDA library, that resets the device gives
    * the context a new id: found at the next call or watch, that reset is
@@ -193,7 +189,6 @@ int devstate_reset_run(int ordinal, uint64_t *gen) {
   if (reached_driver(err) && uvcuda_cuda_result(err) != 0 && d->faults > 0) {
     d->fault_gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
     d->fault_err = err;
-    d->fault_ctx = ctx_id(d); /* the context the reset made, which keeps it */
   }
   pthread_mutex_unlock(&d->mu);
   pthread_rwlock_unlock(&d->rw);
@@ -268,16 +263,12 @@ int devstate_fault_now(int ordinal) {
   struct devstate *d = get(ordinal);
   int err = 0;
   if (d == NULL) return 0;
+  /* Another copy's reset takes the fault with the old context: found here
+   * too, it is a new generation, which the old fault is not of. */
+  foreign_check(d, ordinal);
   pthread_mutex_lock(&d->mu);
-  if (d->faults > 0 && d->fault_gen == __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE)) {
+  if (d->faults > 0 && d->fault_gen == __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE))
     err = d->fault_err;
-    /* Another copy's reset: the fault went with the context. The caller
-     * asks the driver afresh; a fault the new context has is noted anew. */
-    if (d->fault_ctx != 0 && ctx_id(d) != d->fault_ctx) {
-      d->fault_gen = UINT64_MAX;
-      err = 0;
-    }
-  }
   pthread_mutex_unlock(&d->mu);
   return err;
 }
@@ -319,7 +310,6 @@ void devstate_note_fault(int ordinal, uint64_t gen, int err) {
     d->faults++;
     d->fault_gen = gen;
     d->fault_err = err;
-    d->fault_ctx = ctx_id(d);
     fresh = 1;
   }
   pthread_mutex_unlock(&d->mu);
