@@ -225,7 +225,7 @@ typedef struct {
 } method_t;
 
 extern const method_ops_t raw_spin_ops, memop_spin_ops, hostfn_async_ops,
-    threadpool_ops, flag_thread_ops, uvcuda_ops;
+    threadpool_ops, flag_thread_ops, uvcuda_ops, nap_spin_ops;
 
 enum {
   M_RAW,
@@ -242,6 +242,7 @@ enum {
   M_TODAY,    /* auto, UVCUDA_OPT_NO_ADAPTIVE (the adapt section) */
   M_ADAPTIVE, /* auto, UVCUDA_OPT_ADAPTIVE */
   M_TODAY_AA, /* M_TODAY again: the A/A control of the adapt section */
+  M_NAP,      /* memop-spin asleep until shortly before the known end */
   M_COUNT
 };
 extern const method_t METHODS[M_COUNT];

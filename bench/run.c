@@ -67,6 +67,7 @@ const method_t METHODS[M_COUNT] = {
      UVCUDA_OPT_ADAPTIVE},
     {"uvcuda-today-aa", &uvcuda_ops, UVCUDA_COMPLETION_AUTO,
      UVCUDA_OPT_NO_ADAPTIVE},
+    {"nap-spin", &nap_spin_ops, 0, 0},
 };
 
 /* ---- waiting on the loop ------------------------------------------------ */

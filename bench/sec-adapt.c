@@ -31,8 +31,9 @@ static const struct {
 /* The last, today's path a second time, runs on the random workloads
  * only: adaptive predicts none of those futures, so its p50 and p99 differ
  * from today's by the noise of two samples, which this A/A pair shows. */
-static const int ORDER[] = {M_RAW, M_MEMOP, M_TODAY, M_ADAPTIVE, M_TODAY_AA};
-enum { O_RAW, O_MEMOP, O_TODAY, O_ADAPTIVE, O_TODAY_AA }; /* in ORDER */
+static const int ORDER[] = {M_RAW,      M_MEMOP,   M_NAP,
+                            M_TODAY,    M_ADAPTIVE, M_TODAY_AA};
+enum { O_RAW, O_MEMOP, O_NAP, O_TODAY, O_ADAPTIVE, O_TODAY_AA }; /* in ORDER */
 
 #define ADAPT_SEED 0x75766375646164ull
 
@@ -282,6 +283,7 @@ static void adapt_workload(int ai, const uint64_t *lens, int nlens) {
   block_diffs(&runs[O_ADAPTIVE], &runs[AWL[ai].kind == A_REP ? O_RAW : O_TODAY],
               bs);
   if (nm > O_TODAY_AA) block_diffs(&runs[O_TODAY_AA], &runs[O_TODAY], bs);
+  else block_diffs(&runs[O_NAP], &runs[O_RAW], bs);
   for (j = 0; j < nm; j++) {
     if (runs[j].ok && runs[j].acc.k < n)
       row_note(&runs[j].w, "%d of %d samples (%s)", runs[j].acc.k, n,
