@@ -267,6 +267,7 @@ struct run_s {
   volatile int done;
   int status;
   uint64_t t1;
+  uint64_t t0, t_enq; /* the floors: start, and their enqueue's return */
   char err[200];
   int abandon; /* leak instead of closing */
   int timing;  /* uvcuda: UVCUDA_OPT_TIMING, phases into the row */

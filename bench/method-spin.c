@@ -23,6 +23,7 @@ static int raw_sample(run_t *r, uint64_t *t0) {
   CUresult q;
   *t0 = uv_hrtime();
   if ((q = enqueue_work(r->wl, r->stream)) != CUDA_SUCCESS) goto cuda_err;
+  r->t_enq = uv_hrtime();
   while ((q = bench.cu.cuStreamQuery(r->stream)) == CUDA_ERROR_NOT_READY) {
     if ((++spins & 1023) == 0 && uv_hrtime() - *t0 > r->timeout_ns) return -1;
   }
@@ -53,6 +54,7 @@ static int memop_sample(run_t *r, uint64_t *t0) {
     snprintf(r->err, sizeof(r->err), "CUDA: %s", cuname(q));
     return -2;
   }
+  r->t_enq = uv_hrtime();
   while ((int32_t)(__atomic_load_n(bench.mflag, __ATOMIC_ACQUIRE) - m->seq) <
          0) {
     if ((++spins & 1023) == 0 && uv_hrtime() - *t0 > r->timeout_ns) return -1;
@@ -77,6 +79,7 @@ static int nap_sample(run_t *r, uint64_t *t0) {
     snprintf(r->err, sizeof(r->err), "CUDA: %s", cuname(q));
     return -2;
   }
+  r->t_enq = uv_hrtime();
   if (r->wl->ns > NAP_LEAD_NS) {
     until = *t0 + r->wl->ns - NAP_LEAD_NS; /* uv_hrtime: CLOCK_MONOTONIC */
     ts.tv_sec = (time_t)(until / SEC);

@@ -154,7 +154,10 @@ int run_prep(run_t *r) {
 /* One timed sample: 0, -1 timeout, -2 error (r->err). */
 int run_sample(run_t *r, uint64_t *lat_ns) {
   uint64_t t0 = 0;
-  int rc = r->m->ops->sample(r, &t0);
+  int rc;
+  r->t_enq = 0;
+  rc = r->m->ops->sample(r, &t0);
+  r->t0 = t0;
   if (rc) return rc;
   *lat_ns = r->t1 - t0;
   return 0;
@@ -282,6 +285,11 @@ int measure_into(run_t *r, int warmup, int n, acc_t *a, row_t *w) {
         ph[k] = (double)(t.enqueued_ns - t.start_ns) / 1e3;
         ph[cap + k] = (double)(t.seen_ns - t.start_ns) / 1e3;
         ph[2 * cap + k] = (double)(t.callback_ns - t.seen_ns) / 1e3;
+      } else if (ph && r->m->ops != &uvcuda_ops && r->t_enq) {
+        /* a floor: it sees the completion itself, with no callback */
+        ph[k] = (double)(r->t_enq - r->t0) / 1e3;
+        ph[cap + k] = (double)(r->t1 - r->t0) / 1e3;
+        ph[2 * cap + k] = 0;
       } else if (ph) {
         free(ph); /* incomplete: no phases for this row */
         a->ph = NULL;

@@ -136,7 +136,8 @@ static void arun_open(arun_t *a, int ai, int mi, const uint64_t *lens,
   row_init(&a->w, "adapt", m->name, wl->name, wl->us);
   /* uvcuda's phases (UVCUDA_OPT_TIMING: a clock read per stamp; adaptive
    * takes those stamps anyway): where a gap to the floor arises. */
-  if (acc_init(&a->acc, bench.opt.samples, a->uv) != 0) {
+  if (acc_init(&a->acc, bench.opt.samples,
+               a->uv || mi == M_RAW || mi == M_MEMOP || mi == M_NAP) != 0) {
     row_note(&a->w, "error: out of memory");
     bench.errors++;
     return;
@@ -223,10 +224,13 @@ static void arun_close(arun_t *a, const uint64_t *lens) {
   if (r != NULL && !r->abandon) free(r);
   row_emit(w);
   adapt_print(w, a->have ? &a->d : NULL, paths);
-  if (!isnan(w->ph_seen))
+  if (!isnan(w->ph_seen) && a->uv)
     printf("  %-16s phases, p50 us from start: enqueued %.1f, completion "
            "seen %.1f, seen -> callback %.1f\n", "", w->ph_enq, w->ph_seen,
            w->ph_deliver);
+  else if (!isnan(w->ph_seen)) /* a floor: it sees and ends at once */
+    printf("  %-16s phases, p50 us from start: enqueued %.1f\n", "",
+           w->ph_enq);
   if (a->blocks[0]) printf("  %-16s %s\n", "", a->blocks);
 }
 
