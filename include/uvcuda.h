@@ -14,7 +14,8 @@
  * Threads: every function is called from the loop's thread (the thread that
  * called uvcuda_loop_init) unless its comment says otherwise. A call from any
  * other thread (a later one too, once the loop's thread has ended) returns
- * UVCUDA_EWRONGTHREAD and changes nothing; the getters
+ * UVCUDA_EWRONGTHREAD and changes nothing (uvcuda_loop_init has no loop
+ * thread yet: on a live loop context it gives UVCUDA_EBUSY); the getters
  * that return no error code (uvcuda_loop_completion, _spin_budget_ns,
  * _adaptive, uvcuda_future_state, _is_active) don't check the thread.
  *
@@ -427,7 +428,7 @@ UVCUDA_EXTERN int uvcuda_future_close(uvcuda_future_t *f,
 UVCUDA_EXTERN uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f);
 /* The phases of f's last start (valid from its callback until the next
  * start; also while f is closing, up to its close_cb, where f is closed
- * already). UVCUDA_EINVAL (NULL f or t),
+ * already; before a first start, 0 with every stamp 0). UVCUDA_EINVAL (NULL f or t),
  * UVCUDA_ENOTINIT, UVCUDA_ECLOSING (closed), UVCUDA_EWRONGTHREAD,
  * UVCUDA_ENOTSUP (the loop was not initialised with UVCUDA_OPT_TIMING). */
 UVCUDA_EXTERN int uvcuda_future_timing(const uvcuda_future_t *f,

@@ -427,6 +427,11 @@ static void timing_shows_where_latency_went(void **state) {
   e = tu_fx_open(fx, &o);
   TU_OK(uvcuda_future_init(&e->ul, f));
   f->data = r;
+  /* api.md: before its first start, 0 with every stamp 0. */
+  memset(&t, 0xa5, sizeof(t));
+  TU_OK(uvcuda_future_timing(f, &t));
+  assert_true(t.start_ns == 0 && t.enqueued_ns == 0 && t.armed_ns == 0 &&
+              t.seen_ns == 0 && t.callback_ns == 0);
   tu_gate_init(&g);
   tu_gate_hold(&g, s);
   TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));

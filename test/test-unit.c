@@ -55,6 +55,9 @@ static void libuv_codes_pass_through(void **state) {
   /* Unknown codes: libuv's text, from a per-thread buffer (no leak). */
   assert_non_null(strstr(uvcuda_err_name(-12345), "12345"));
   assert_non_null(uvcuda_strerror(-12345));
+  /* api.md: a positive number gets libuv's answer too. */
+  assert_non_null(strstr(uvcuda_err_name(10000), "10000"));
+  assert_non_null(strstr(uvcuda_strerror(10000), "Unknown system error"));
   assert_string_equal(uvcuda_err_name(0), "OK");
   assert_non_null(uvcuda_strerror(0));
 }
