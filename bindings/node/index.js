@@ -109,6 +109,12 @@ class AbortError extends Error {
 const classes = [native.Device, native.Stream, native.DeviceMemory, native.Module,
   native.Kernel];
 
+// Every copy of the package marks its classes' prototypes so: an object of
+// another copy (another version in node_modules) is then still no options
+// bag, and reaches the addon, which refuses it as foreign.
+const kObject = Symbol.for('uvcuda.object');
+for (const C of classes) Object.defineProperty(C.prototype, kObject, { value: true });
+
 // The options bag `{ signal }` after the positional arguments: a plain
 // object, never one of the values a positional argument can be.
 function isOptions(v) {
@@ -116,7 +122,7 @@ function isOptions(v) {
   if (Array.isArray(v) || ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return false;
   if (typeof SharedArrayBuffer === 'function' && v instanceof SharedArrayBuffer) return false;
   for (const C of classes) if (v instanceof C) return false;
-  return true;
+  return !(kObject in v);
 }
 
 function received(v) {

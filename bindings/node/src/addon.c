@@ -304,21 +304,14 @@ static void inspect_string(napi_env env, napi_value v, struct shown *w) {
   }
 }
 
-napi_value throw_one_of(napi_env env, napi_value v, const char *what,
-                        const char *const *names, size_t n) {
-  char list[512], head[640];
+napi_value throw_value_shown(napi_env env, const char *head, napi_value v) {
   char16_t *msg;
   struct shown shown;
   napi_value text;
-  size_t i, o = 0, hn;
-  list[0] = '\0';
-  for (i = 0; i < n && o < sizeof(list); i++)
-    o += (size_t)snprintf(list + o, sizeof(list) - o, "%s'%s'", i ? ", " : "", names[i]);
-  snprintf(head, sizeof(head), "The %s '%s' must be one of: %s. Received ",
-           strchr(what, '.') != NULL ? "property" : "argument", what, list);
+  size_t i, hn;
   inspect_string(env, v, &shown);
   /* The message in UTF-16, as the value may hold a lone surrogate (UTF-8
-   * cannot); what and the names are ASCII. */
+   * cannot); head is ASCII. */
   hn = strlen(head);
   if ((msg = malloc((hn + shown.n) * sizeof(*msg) + 1)) == NULL)
     return throw_value(env, "%s(out of memory)", head);
@@ -328,6 +321,18 @@ napi_value throw_one_of(napi_env env, napi_value v, const char *what,
     throw_text(env, E_TYPE, "ERR_INVALID_ARG_VALUE", text);
   free(msg);
   return NULL;
+}
+
+napi_value throw_one_of(napi_env env, napi_value v, const char *what,
+                        const char *const *names, size_t n) {
+  char list[512], head[640];
+  size_t i, o = 0;
+  list[0] = '\0';
+  for (i = 0; i < n && o < sizeof(list); i++)
+    o += (size_t)snprintf(list + o, sizeof(list) - o, "%s'%s'", i ? ", " : "", names[i]);
+  snprintf(head, sizeof(head), "The %s '%s' must be one of: %s. Received ",
+           strchr(what, '.') != NULL ? "property" : "argument", what, list);
+  return throw_value_shown(env, head, v);
 }
 
 int str_one_of(napi_env env, napi_value v, const char *const *names, int n) {
@@ -623,7 +628,9 @@ static napi_value js_configure(napi_env env, napi_callback_info info) {
     uvcuda_napi_configure(env, &o); /* throws EBUSY once the loop context is open */
     return NULL;
   }
-  if (napi_typeof(env, argv[0], &t) != napi_ok || t != napi_object)
+  /* An array is no options bag (Node core's validateObject). */
+  if (napi_typeof(env, argv[0], &t) != napi_ok || t != napi_object ||
+      napi_is_array(env, argv[0], &b) != napi_ok || b)
     return throw_type(env, "options must be an object, got %s",
                       describe(env, argv[0], gotbuf, sizeof(gotbuf)));
 

@@ -240,6 +240,9 @@ int arg_array(napi_env env, napi_value v, napi_value *out);
  * (nothing thrown) for any other string, one cut short at a NUL included.
  * NULL entries match nothing. */
 int str_one_of(napi_env env, napi_value v, const char *const *names, int n);
+/* ERR_INVALID_ARG_VALUE: head (ASCII), then the string v as Node's
+ * messages show it (util.inspect, cut at 128 units). */
+napi_value throw_value_shown(napi_env env, const char *head, napi_value v);
 /* TypeError ERR_INVALID_ARG_VALUE for the string v of argument `what`
  * (a property where `what` has a dot: 'options.completion'), which is none
  * of names[0..n), as Node core's validateOneOf says it: "The argument

@@ -775,6 +775,10 @@ static napi_value module_get_function(napi_env env, napi_callback_info info) {
     return throw_range(env, "name must be 1 to %zu bytes long, got %zu", sizeof(name) - 1,
                        len);
   napi_get_value_string_utf8(env, argv[0], name, sizeof(name), &len);
+  /* The driver reads the name up to its first NUL: another kernel. */
+  if (strlen(name) != len)
+    return throw_value_shown(env, "The argument 'name' must be a string without null "
+                                  "bytes. Received ", argv[0]);
   if ((arr = arg_array(env, argv[1], &sigs)) < 0) return NULL;
   if (!arr)
     return throw_type(env, "signature must be an array of parameter types "

@@ -330,6 +330,13 @@ test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', a
         alloc: grab(() => A.Device.prototype.alloc.call(devB, 8)),
         free: grab(() => A.DeviceMemory.prototype.free.call(memB)),
         back: await code(sB.memset(memB, 2)),
+        // In an optional last place, where { signal } may stand: an
+        // object of the other copy is an argument of the wrong type, not
+        // an options bag (round 11: these resolved, the object dropped).
+        fenceDev: await code(A.fence(sA, devB)),
+        streamFenceDev: await code(sA.fence(devB)),
+        memsetLen: await code(sA.memset(a.dev.alloc(64), 0, memB)),
+        defaultFence: await code(A.fence(0n, devB)),
       };
       fs.rmSync(dir, { recursive: true, force: true });
       console.log(JSON.stringify(out));
@@ -340,8 +347,16 @@ test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', a
     distinct: true, own: ['resolved', 'resolved'], memset: foreign, fence: 'ERR_INVALID_THIS',
     launch: foreign, ptrArg: foreign, fenceAB: foreign, alloc: 'ERR_INVALID_THIS',
     free: 'ERR_INVALID_THIS',
-    back: 'resolved',
+    back: 'resolved', fenceDev: foreign, streamFenceDev: foreign, memsetLen: foreign,
+    defaultFence: foreign,
   });
+});
+
+test('a kernel name with a NUL byte is refused, as Node core refuses such paths', () => {
+  // The driver would read up to the NUL: another kernel than the one named.
+  for (const name of ['uvcuda_fault\0this part is ignored', '\0', 'uvcuda_fault\0'])
+    assert.throws(() => k.mod.getFunction(name, []),
+      { name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE', message: /without null bytes. Received '.*\\x00/ });
 });
 
 test('getFunction checks the signature of a PTX image that ends in NUL bytes too', () => {
@@ -374,6 +389,10 @@ test('stream handles and fence arguments', async () => {
   // Every argument error says what it got, as the docs promise.
   assert.throws(() => uvcuda.configure(1), { message: /must be an object, got 1$/ });
   assert.throws(() => uvcuda.configure(null), { message: /must be an object, got null$/ });
+  // An array is no options bag, as Node core's validateObject and this
+  // package's { signal } bags have it (round 11: it was taken, as {}).
+  assert.throws(() => uvcuda.configure([]),
+    { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE', message: /must be an object, got an array$/ });
   assert.throws(() => uvcuda.configure(() => {}), typeError);
   assert.throws(() => uvcuda.configure({ completion: null }),
     { ...typeError, message: /options.completion must be a string, got null$/ });
