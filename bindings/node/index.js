@@ -27,15 +27,21 @@ function load() {
   } catch (e) {
     cause = e;
   }
+  // Only in the repository, where this file is <repo>/bindings/node/:
+  // installed, two levels up is the app, whose files are not ours.
   const repo = path.join(__dirname, '..', '..');
-  for (const dir of ['build', 'builddir', 'build-node']) {
+  const inRepo = path.basename(__dirname) === 'node' &&
+    path.basename(path.dirname(__dirname)) === 'bindings' &&
+    fs.existsSync(path.join(repo, 'include', 'uvcuda.h'));
+  for (const dir of inRepo ? ['build', 'builddir', 'build-node'] : []) {
     const file = path.join(repo, dir, 'bindings', 'node', 'uvcuda.node');
     if (fs.existsSync(file)) return require(file);
   }
   const err = new Error(
     `uvcuda: no native addon for ${process.platform}-${process.arch} could be loaded ` +
       `(${cause && cause.message}). Build it from the package's sources with ` +
-      '`npm rebuild uvcuda --build-from-source` (needs python3, make and a C ' +
+      '`npm rebuild uvcuda --build-from-source`, or `npx node-gyp rebuild` in ' +
+      'node_modules/uvcuda (npm 11 warns of the flag) (needs python3, make and a C ' +
       'compiler; node-gyp comes with npm), or set UVCUDA_NODE_ADDON to a built uvcuda.node.',
     { cause });
   throw showCode(err, 'ERR_UVCUDA_NO_ADDON');

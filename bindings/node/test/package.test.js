@@ -101,8 +101,10 @@ test('include_dir holds uvcuda.h and uvcuda/napi.h; targets is the gyp file', ()
   for (const h of inc) assert.ok(fs.existsSync(path.join(out.include_dir, h)), h);
 });
 
-test('no addon: ERR_UVCUDA_NO_ADDON, saying how to build it', () => {
-  // The JS of the package without any built addon next to it.
+/** require('uvcuda') from an app whose node_modules holds the package's JS
+ * alone, no addon built; `decoy`: the app has a file at
+ * build/bindings/node/uvcuda.node of its own. */
+function loadBare(decoy) {
   const bare = fs.mkdtempSync(path.join(os.tmpdir(), 'uvcuda-bare-'));
   const mod = path.join(bare, 'node_modules', 'uvcuda');
   fs.mkdirSync(mod, { recursive: true });
@@ -113,6 +115,10 @@ test('no addon: ERR_UVCUDA_NO_ADDON, saying how to build it', () => {
   } catch {
     // not installed here: the package's loader reports that as the cause
   }
+  if (decoy) {
+    fs.mkdirSync(path.join(bare, 'build', 'bindings', 'node'), { recursive: true });
+    fs.writeFileSync(path.join(bare, 'build', 'bindings', 'node', 'uvcuda.node'), 'not an addon');
+  }
   const env = { ...process.env };
   delete env.UVCUDA_NODE_ADDON;
   const r = spawnSync(process.execPath, ['-e', `
@@ -122,7 +128,19 @@ test('no addon: ERR_UVCUDA_NO_ADDON, saying how to build it', () => {
   });
   fs.rmSync(bare, { recursive: true, force: true });
   assert.equal(r.status, 0, r.stderr);
-  const out = JSON.parse(r.stdout.trim().split('\n').pop());
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+test('no addon: ERR_UVCUDA_NO_ADDON, saying how to build it', () => {
+  const out = loadBare(false);
   assert.equal(out.code, 'ERR_UVCUDA_NO_ADDON');
   assert.match(out.message, /npm rebuild uvcuda --build-from-source/);
+  assert.match(out.message, /npx node-gyp rebuild/);
+});
+
+test('installed, the package never loads a uvcuda.node of the app\'s own build folders', () => {
+  // The repository's Meson build is a fallback for the repository only:
+  // installed, the folder two levels up is the app (round 11: it loaded
+  // the app's file, and failed on it).
+  assert.equal(loadBare(true).code, 'ERR_UVCUDA_NO_ADDON');
 });
