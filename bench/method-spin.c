@@ -45,32 +45,12 @@ static int memop_open(run_t *r) {
   return 0;
 }
 
-/* What any flag-based wait pays, on this thread. */
-static int memop_sample(run_t *r, uint64_t *t0) {
-  memop_run_t *m = container_of(r, memop_run_t, run);
-  uint64_t spins = 0;
-  CUresult q;
-  if ((q = enqueue_flagged(r, &m->seq, bench.mflag_d, t0)) != CUDA_SUCCESS) {
-    snprintf(r->err, sizeof(r->err), "CUDA: %s", cuname(q));
-    return -2;
-  }
-  r->t_enq = uv_hrtime();
-  while ((int32_t)(__atomic_load_n(bench.mflag, __ATOMIC_ACQUIRE) - m->seq) <
-         0) {
-    if ((++spins & 1023) == 0 && uv_hrtime() - *t0 > r->timeout_ns) return -1;
-  }
-  r->t1 = uv_hrtime();
-  return 0;
-}
-
-const method_ops_t memop_spin_ops = {sizeof(memop_run_t), memop_open, NULL,
-                                     memop_sample, NULL, NULL, NULL};
-
-/* memop-spin, asleep until NAP_LEAD_NS before the end it is told (an
- * oracle: the workload's own length), so that only what sleeping costs
- * (the wake-up, and the caches and clocks of an idle core for the next
- * launch) sets it apart from memop-spin. */
-static int nap_sample(run_t *r, uint64_t *t0) {
+/* What any flag-based wait pays, on this thread; `nap`: asleep first
+ * until NAP_LEAD_NS before the end it is told (an oracle: the workload's
+ * own length), so that only what sleeping costs (the wake-up, and the
+ * caches and clocks of an idle core for the next launch) sets nap-spin
+ * apart from memop-spin. */
+static int flag_sample(run_t *r, uint64_t *t0, int nap) {
   memop_run_t *m = container_of(r, memop_run_t, run);
   uint64_t spins = 0, until;
   struct timespec ts;
@@ -80,7 +60,7 @@ static int nap_sample(run_t *r, uint64_t *t0) {
     return -2;
   }
   r->t_enq = uv_hrtime();
-  if (r->wl->ns > NAP_LEAD_NS) {
+  if (nap && r->wl->ns > NAP_LEAD_NS) {
     until = *t0 + r->wl->ns - NAP_LEAD_NS; /* uv_hrtime: CLOCK_MONOTONIC */
     ts.tv_sec = (time_t)(until / SEC);
     ts.tv_nsec = (long)(until % SEC);
@@ -94,6 +74,13 @@ static int nap_sample(run_t *r, uint64_t *t0) {
   r->t1 = uv_hrtime();
   return 0;
 }
+
+static int memop_sample(run_t *r, uint64_t *t0) { return flag_sample(r, t0, 0); }
+
+static int nap_sample(run_t *r, uint64_t *t0) { return flag_sample(r, t0, 1); }
+
+const method_ops_t memop_spin_ops = {sizeof(memop_run_t), memop_open, NULL,
+                                     memop_sample, NULL, NULL, NULL};
 
 const method_ops_t nap_spin_ops = {sizeof(memop_run_t), memop_open, NULL,
                                    nap_sample, NULL, NULL, NULL};
