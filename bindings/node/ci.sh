@@ -64,7 +64,7 @@ step "1. npm ci, type test, prebuild, npm pack"
 rm -rf build prebuilds uvcuda-*.tgz
 npm ci --ignore-scripts --no-save >/dev/null
 npm run --silent typecheck
-echo "index.d.ts: test/types/usage.mts compiles with tsc --strict, no @types/node"
+echo "index.d.ts, index.d.mts: test/types/usage.{mts,cts} compile with tsc --strict, no @types/node"
 npm run --silent prebuildify
 npm pack --silent --pack-destination "$work" >/dev/null
 tgz=$(ls "$work"/uvcuda-*.tgz)

@@ -79,8 +79,15 @@ test('a failed load is catchable from ESM as from CommonJS', () => {
 test('package.json: exports map with types, import and require', () => {
   const pkg = require('../package.json');
   const dot = pkg.exports['.'];
-  assert.deepEqual(Object.keys(dot), ['types', 'import', 'require']);
-  for (const file of Object.values(dot)) assert.ok(fs.existsSync(path.join(pkgDir, file)), file);
+  // Types per condition: index.d.mts for import (an ES module's types, not
+  // CommonJS ones "masquerading" as ESM), index.d.ts for require.
+  assert.deepEqual(dot, {
+    import: { types: './index.d.mts', default: './index.mjs' },
+    require: { types: './index.d.ts', default: './index.js' },
+  });
+  for (const c of Object.values(dot))
+    for (const file of Object.values(c)) assert.ok(fs.existsSync(path.join(pkgDir, file)), file);
+  for (const file of ['index.d.ts', 'index.d.mts']) assert.ok(pkg.files.includes(file), file);
   assert.equal(pkg.types, 'index.d.ts');
 });
 
