@@ -28,6 +28,9 @@
  * napi_generic_failure, nothing thrown (no JS can run there), outputs NULL;
  * uvcuda_napi_closing() answers nonzero. The first call must come from the
  * JS thread; it always does when the addon's init or a JS call makes it.
+ * An env Node has deleted (a worker's, once the worker ended) must never
+ * be passed, from any thread: as for every Node-API call, that is not
+ * detected (the helper reads the env's instance data first).
  *
  * Instance data: the helper keeps its per-env state in the env's instance
  * data slot (napi_set_instance_data). An addon that uses this helper must
@@ -84,7 +87,11 @@ extern "C" {
  * on the JS thread: with none, the promise rejects
  * CUDA_ERROR_INVALID_CONTEXT). Returns 0, a negative uvcuda error or a
  * positive CUresult (`return cuLaunchKernel(...);`); an error rejects the
- * promise (later, never from inside the await call). Return no
+ * promise (later, never from inside the await call) once the stream has
+ * run what the enqueue put on it before failing and the work ahead of it:
+ * in stream order, `keep` held until then (a second uvcuda future with no
+ * op, started right after, tells when: the loop's stats count it as a
+ * start of its own). Return no
  * UVCUDA_ECANCELED: `release` would get the status of a teardown. Must not
  * call into JS or start, close or await futures (a nested await is not
  * detected). Copies between the device and pageable memory (a JS Buffer's
@@ -139,7 +146,8 @@ typedef struct uvcuda_napi_await_s {
  * device fault, UVCUDA_ECAPTURING for a capturing stream). The stream must
  * stay valid until the promise settled.
  *
- * Returns napi_ok; otherwise nothing was started, *promise is NULL, a JS
+ * Returns napi_ok; otherwise nothing was started, *promise is NULL (when
+ * `promise` itself is not), a JS
  * exception is pending (the uvcuda error when the driver cannot be loaded,
  * a TypeError ERR_INVALID_ARG_TYPE for a `keep`
  * value that is not an object or function, ...), `release` will not be
@@ -171,7 +179,9 @@ napi_status uvcuda_napi_loop(napi_env env, uvcuda_loop_t **loop);
  * the first await / uvcuda_napi_loop of this env; after that it throws an
  * Error with code 'EBUSY' (UVCUDA_EBUSY is libuv's UV_EBUSY, and named so)
  * saying so. Bad options are reported when the context is created, by an
- * Error naming the option (or the environment variable) and its value. */
+ * Error naming the option (or the environment variable) and its value;
+ * no context was created then, so configure may be called again. NULL
+ * opts: every default. */
 napi_status uvcuda_napi_configure(napi_env env, const uvcuda_options_t *opts);
 
 /* An Error for a uvcuda error code: message uvcuda_strerror(err) (and, for
@@ -203,7 +213,7 @@ napi_status uvcuda_napi_get_data(napi_env env, void **data);
 /* Nonzero once env teardown has started (the helper's cleanup hook ran):
  * from then on no promise settles, JS can't run, and uvcuda_napi_await*,
  * _loop, _configure and _set_data return napi_generic_failure with nothing
- * thrown. */
+ * thrown. 0 for a NULL env. */
 int uvcuda_napi_closing(napi_env env);
 
 /* Counters of the env's helper (zero before first use). */

@@ -61,6 +61,16 @@ struct req {
   napi_ref *keep;
   size_t nkeep;
   napi_ref keep_inline[KEEP_INLINE];
+  /* An enqueue that failed: uvcuda calls back at once, while what it put
+   * on the stream before failing, and the work ahead of it, may still run
+   * with what `keep` holds. A second future with no op, started right
+   * after it (its marker is next on the stream), says when that is done:
+   * the promise rejects then, in stream order. */
+  int enqueue_failed;  /* the enqueue returned an error */
+  struct req *drain;   /* that second future, until its callback */
+  struct req *drained; /* in the drain: the await it drains for */
+  int waiting;         /* its callback came; the drain has not */
+  int failed_with;     /* the status it came with */
 };
 
 /* ---- threads ----------------------------------------------------------- */
@@ -591,6 +601,8 @@ static void req_put(struct napi_state *st, struct req *r) {
   r->actx = NULL;
   r->keep = NULL;
   r->nkeep = 0;
+  r->enqueue_failed = r->waiting = r->failed_with = 0;
+  r->drain = r->drained = NULL;
   if (!st->closing && st->nidle < IDLE_MAX) {
     r->prev = NULL;
     r->next = st->idle;
@@ -612,7 +624,9 @@ static void drop_keep(napi_env env, napi_ref *keep, size_t n, napi_ref *inl) {
 
 static int op_trampoline(uvcuda_future_t *f, uvcuda_stream_t stream) {
   struct req *r = f->data;
-  return r->enqueue(stream, r->data);
+  int err = r->enqueue(stream, r->data);
+  if (err != 0) r->enqueue_failed = 1;
+  return err;
 }
 
 /* The value to resolve with, or (returns 0) the exception to reject with. */
@@ -673,6 +687,11 @@ static void on_done(uvcuda_future_t *f, int status) {
   bool pending = false;
   int ok;
 
+  if (r->drain != NULL) { /* settles when the drain's callback runs */
+    r->waiting = 1;
+    r->failed_with = status;
+    return;
+  }
   live_del(st, r);
   st->stats.pending--;
   if (keep == r->keep_inline) { /* r may be reused before we are done */
@@ -722,6 +741,32 @@ static void on_done(uvcuda_future_t *f, int status) {
   if (cs) napi_close_callback_scope(env, cs);
   if (hs) napi_close_handle_scope(env, hs);
   if (actx) napi_async_destroy(env, actx);
+}
+
+/* The drain's callback: the stream has run what the failed enqueue put on
+ * it; its await settles now with its own status (or as a teardown has it). */
+static void on_drained(uvcuda_future_t *f, int status) {
+  struct req *d = f->data, *r = d->drained;
+  struct napi_state *st = d->st;
+  live_del(st, d);
+  req_put(st, d);
+  r->drain = NULL;
+  if (r->waiting)
+    on_done(&r->fut, status == UVCUDA_ECANCELED ? status : r->failed_with);
+}
+
+/* After a start whose enqueue failed: the drain (see struct req), or
+ * none if it can't start (the promise then rejects at once, as before). */
+static void start_drain(struct napi_state *st, struct req *r, uvcuda_stream_t stream) {
+  struct req *d = req_get(st);
+  if (d == NULL) return;
+  if (uvcuda_future_start(&d->fut, stream, NULL, on_drained) != 0) {
+    req_put(st, d);
+    return;
+  }
+  d->drained = r;
+  r->drain = d;
+  live_add(st, d);
 }
 
 static void on_env_cleanup(napi_async_cleanup_hook_handle hook, void *arg) {
@@ -782,6 +827,7 @@ napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *a,
   r->convert = a->convert;
   r->release = a->release;
   r->data = a->data;
+  r->enqueue_failed = 0;
 
   /* Only misuse fails here; errors of the work reject the promise. */
   err = uvcuda_future_start(&r->fut, a->stream, a->enqueue ? op_trampoline : NULL,
@@ -790,6 +836,7 @@ napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *a,
   live_add(st, r);
   st->stats.pending++;
   st->stats.awaited++;
+  if (r->enqueue_failed) start_drain(st, r, a->stream);
   return napi_ok;
 
 fail:

@@ -419,3 +419,25 @@ test('two devices', async () => {
   assert.equal(res.status, 0, res.stderr);
   assert.deepEqual(lastJson(res), [1, 2]);
 });
+
+test('an enqueue the driver refuses rejects after the work before it on the stream, in stream order', async () => {
+  // The second launch fails in the driver (the simulation refuses it):
+  // its promise rejects only once the stream has run what came before it,
+  // so promises of one stream settle in stream order and nothing the
+  // failed call holds goes while work queued ahead of it runs (round 11:
+  // it rejected on the next loop pass, ahead of the 100 ms kernel).
+  const res = await runChild(`
+    const k = common.setup();
+    const s = k.dev.createStream();
+    const order = [];
+    (async () => {
+      const a = s.launch(k.sleep, 1, 1, [100_000_000n]).then(() => order.push('a'));
+      const b = s.launch(k.sleep, 1, 1, [1n]).then(() => order.push('b'),
+        (e) => order.push('b:' + e.code));
+      const c = s.fence().then(() => order.push('c'));
+      await Promise.all([a, b, c]);
+      console.log(JSON.stringify({ order, pending: s.pending }));
+    })();`, { env: { SIMCUDA_FAIL: 'cuLaunchKernel=1@2' } });
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), { order: ['a', 'b:CUDA_ERROR_INVALID_VALUE', 'c'], pending: 0 });
+});
