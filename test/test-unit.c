@@ -18,6 +18,17 @@ static const int own_codes[] = {
 #undef CODE
 };
 
+/* The version lives in meson.build (the soname, uvcuda.pc, the CMake
+ * package) and in uvcuda.h's macros (package.json's is checked against
+ * the addon's by the Node suite): one bump must change both. */
+static void header_version_is_the_projects(void **state) {
+  char v[32];
+  (void)state;
+  snprintf(v, sizeof(v), "%d.%d.%d", UVCUDA_VERSION_MAJOR, UVCUDA_VERSION_MINOR,
+           UVCUDA_VERSION_PATCH);
+  assert_string_equal(v, UVCUDA_PROJECT_VERSION);
+}
+
 static void every_code_has_name_and_message(void **state) {
   unsigned i, j;
   (void)state;
@@ -266,6 +277,7 @@ static void null_arguments_without_driver(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(header_version_is_the_projects),
       cmocka_unit_test(every_code_has_name_and_message),
       cmocka_unit_test(libuv_codes_pass_through),
       cmocka_unit_test(names_and_messages_do_not_share_storage),
