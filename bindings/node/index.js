@@ -298,6 +298,18 @@ function withSignal(fn, required, positional, passSignal = false) {
   return wrapped;
 }
 
+// Node-API leaves native functions unnamed ('' in stack traces and
+// util.inspect); Node core's carry their names. Before the wrapping below,
+// which names its wrappers after what it wraps.
+function nameIt(fn, name) {
+  if (typeof fn === 'function' && fn.name === '') Object.defineProperty(fn, 'name', { value: name });
+}
+for (const C of classes)
+  for (const key of Object.getOwnPropertyNames(C.prototype))
+    nameIt(Object.getOwnPropertyDescriptor(C.prototype, key).value, key);
+for (const key of ['driverInfo', 'deviceCount', 'fence', 'configure', 'stats', 'errorName',
+  'strerror']) nameIt(native[key], key);
+
 // [method, required arguments, positional arguments, pass the signal]
 const awaiting = {
   Stream: [

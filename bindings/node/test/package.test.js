@@ -151,3 +151,18 @@ test('installed, the package never loads a uvcuda.node of the app\'s own build f
   // the app's file, and failed on it).
   assert.equal(loadBare(true).code, 'ERR_UVCUDA_NO_ADDON');
 });
+
+test('every function and method has its name, as Node core\'s have (stack traces, inspect)', () => {
+  const u = require('..');
+  const unnamed = [];
+  for (const [key, v] of Object.entries(u))
+    if (typeof v === 'function' && v.name !== key) unnamed.push(`${key}: ${JSON.stringify(v.name)}`);
+  for (const C of [u.Device, u.Stream, u.DeviceMemory, u.Module, u.Kernel]) {
+    for (const key of Object.getOwnPropertyNames(C.prototype)) {
+      const d = Object.getOwnPropertyDescriptor(C.prototype, key);
+      if (typeof d.value === 'function' && key !== 'constructor' && d.value.name !== key)
+        unnamed.push(`${C.name}.prototype.${key}: ${JSON.stringify(d.value.name)}`);
+    }
+  }
+  assert.deepEqual(unnamed, []);
+});
