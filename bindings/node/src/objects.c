@@ -373,9 +373,37 @@ static void res_finalize(napi_env env, void *data, void *hint) {
   res_settle(env, r);
 }
 
+/* An object of another copy of the package (another version installed):
+ * index.js marks every copy's prototypes with Symbol.for('uvcuda.object'),
+ * and none of this copy's tags is on it. Said so in the message, since
+ * its constructor has the name of ours. */
+static int foreign_copy(napi_env env, napi_value v) {
+  napi_value global, sym_ctor, sym_for, key, sym, ignored;
+  napi_type_tag tag;
+  bool has = false, ok = false, pending = false;
+  int k;
+  if (napi_get_global(env, &global) != napi_ok ||
+      napi_get_named_property(env, global, "Symbol", &sym_ctor) != napi_ok ||
+      napi_get_named_property(env, sym_ctor, "for", &sym_for) != napi_ok ||
+      napi_create_string_utf8(env, "uvcuda.object", NAPI_AUTO_LENGTH, &key) != napi_ok ||
+      napi_call_function(env, sym_ctor, sym_for, 1, &key, &sym) != napi_ok ||
+      napi_has_property(env, v, sym, &has) != napi_ok) {
+    /* a Proxy's trap may throw: not ours to report */
+    if (napi_is_exception_pending(env, &pending) == napi_ok && pending)
+      napi_get_and_clear_last_exception(env, &ignored);
+    return 0;
+  }
+  if (!has) return 0;
+  for (k = 0; k < RES_NKINDS; k++) {
+    tag = tag_of(k);
+    if (napi_check_object_type_tag(env, v, &tag, &ok) == napi_ok && ok) return 0;
+  }
+  return 1;
+}
+
 int res_unwrap(napi_env env, napi_value v, int kind, const char *what,
                int allow_closed, struct res **out) {
-  napi_valuetype t;
+  napi_valuetype t = napi_undefined;
   bool ok = false;
   void *p = NULL;
   char got[160];
@@ -389,8 +417,9 @@ int res_unwrap(napi_env env, napi_value v, int kind, const char *what,
     if (strcmp(what, "this") == 0)
       throw_this(env, "Value of \"this\" must be of type %s", addon_class_names[kind]);
     else
-      throw_type(env, "%s must be a uvcuda %s, got %s", what, addon_class_names[kind],
-                 describe(env, v, got, sizeof(got)));
+      throw_type(env, "%s must be a uvcuda %s, got %s%s", what, addon_class_names[kind],
+                 describe(env, v, got, sizeof(got)),
+                 t == napi_object && foreign_copy(env, v) ? " of another copy of uvcuda" : "");
     return -1;
   }
   if (((struct res *)p)->closed && !allow_closed) {

@@ -323,6 +323,7 @@ test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', a
         distinct: A.Stream !== B.Stream,
         own: [await code(sA.memset(a.dev.alloc(64), 1)), await code(sB.memset(memB, 1))],
         memset: await code(sA.memset(memB, 1)),
+        memsetMsg: await sA.memset(memB, 1).catch((e) => /of another copy of uvcuda/.test(e.message)),
         fence: await code(A.Stream.prototype.fence.call(sB)),
         launch: await code(sA.launch(kB, 1, 1, [1n])),
         ptrArg: await code(sA.launch(a.add, 1, 1, [memB, 1, 1])),
@@ -344,7 +345,8 @@ test('objects of another copy of the addon are foreign: ERR_INVALID_ARG_TYPE', a
   assert.equal(res.status, 0, res.stderr);
   const foreign = 'ERR_INVALID_ARG_TYPE';
   assert.deepEqual(lastJson(res), {
-    distinct: true, own: ['resolved', 'resolved'], memset: foreign, fence: 'ERR_INVALID_THIS',
+    distinct: true, own: ['resolved', 'resolved'], memset: foreign, memsetMsg: true,
+    fence: 'ERR_INVALID_THIS',
     launch: foreign, ptrArg: foreign, fenceAB: foreign, alloc: 'ERR_INVALID_THIS',
     free: 'ERR_INVALID_THIS',
     back: 'resolved', fenceDev: foreign, streamFenceDev: foreign, memsetLen: foreign,
