@@ -310,6 +310,21 @@ for (const C of classes)
 for (const key of ['driverInfo', 'deviceCount', 'fence', 'configure', 'stats', 'errorName',
   'strerror']) nameIt(native[key], key);
 
+// kernel.signature: readonly in index.d.ts, so one frozen array per kernel
+// rather than a fresh mutable one at each read.
+{
+  const desc = Object.getOwnPropertyDescriptor(native.Kernel.prototype, 'signature');
+  const signatures = new WeakMap();
+  const { get } = Object.getOwnPropertyDescriptor({
+    get signature() {
+      let v = signatures.get(this); // undefined for a wrong receiver, which desc.get refuses
+      if (v === undefined) signatures.set(this, v = Object.freeze(desc.get.call(this)));
+      return v;
+    },
+  }, 'signature');
+  Object.defineProperty(native.Kernel.prototype, 'signature', { ...desc, get });
+}
+
 // [method, required arguments, positional arguments, pass the signal]
 const awaiting = {
   Stream: [

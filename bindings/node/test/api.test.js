@@ -39,6 +39,9 @@ test('objects point at their owners', () => {
   assert.equal(k.add.module, k.mod);
   assert.equal(k.add.name, 'uvcuda_add_u32');
   assert.deepEqual(k.add.signature, ['ptr', 'u32', 'u32']);
+  // readonly, as typed: one frozen array, the same at every read
+  assert.equal(k.add.signature, k.add.signature);
+  assert.ok(Object.isFrozen(k.add.signature));
   assert.equal(m.byteLength, 64);
   assert.equal(typeof m.ptr, 'bigint');
   assert.notEqual(m.ptr, 0n);
