@@ -48,6 +48,16 @@ function load() {
 }
 
 const native = load();
+
+// This file evaluated again while its addon stays loaded (Node loads an
+// addon once per thread): require.cache cleared, as jest.resetModules
+// does. The addon's classes are decorated already, and doing it twice
+// throws: hand out the API made the first time.
+const kApi = Symbol.for('uvcuda.api');
+if (native[kApi] !== undefined) {
+  module.exports = native[kApi];
+  return; // a top-level return: CommonJS allows it
+}
 const { EventEmitter } = require('node:events');
 
 // console.log(device) & co show what matters, not an empty object.
@@ -385,3 +395,4 @@ module.exports = {
   errorName: native.errorName,
   strerror: native.strerror,
 };
+Object.defineProperty(native, kApi, { value: module.exports });

@@ -166,3 +166,13 @@ test('every function and method has its name, as Node core\'s have (stack traces
   }
   assert.deepEqual(unnamed, []);
 });
+
+test('evaluated again with require.cache cleared (jest.resetModules): the same API, no throw', () => {
+  const out = inApp(['-e'], `
+    const a = require('uvcuda');
+    for (const k of Object.keys(require.cache)) if (!k.endsWith('.node')) delete require.cache[k];
+    const b = require('uvcuda');
+    console.log(JSON.stringify({ same: a === b, Stream: a.Stream === b.Stream,
+      named: b.Stream.prototype.fence.name }));`);
+  assert.deepEqual(out, { same: true, Stream: true, named: 'fence' });
+});
