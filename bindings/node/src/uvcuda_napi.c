@@ -69,8 +69,7 @@ struct req {
   int enqueue_failed;  /* the enqueue returned an error */
   struct req *drain;   /* that second future, until its callback */
   struct req *drained; /* in the drain: the await it drains for */
-  int waiting;         /* its callback came; the drain has not */
-  int failed_with;     /* the status it came with */
+  int failed_with;     /* its callback came (never with 0 here): its status */
 };
 
 /* ---- threads ----------------------------------------------------------- */
@@ -601,7 +600,7 @@ static void req_put(struct napi_state *st, struct req *r) {
   r->actx = NULL;
   r->keep = NULL;
   r->nkeep = 0;
-  r->enqueue_failed = r->waiting = r->failed_with = 0;
+  r->enqueue_failed = r->failed_with = 0;
   r->drain = r->drained = NULL;
   if (!st->closing && st->nidle < IDLE_MAX) {
     r->prev = NULL;
@@ -688,7 +687,6 @@ static void on_done(uvcuda_future_t *f, int status) {
   int ok;
 
   if (r->drain != NULL) { /* settles when the drain's callback runs */
-    r->waiting = 1;
     r->failed_with = status;
     return;
   }
@@ -751,7 +749,7 @@ static void on_drained(uvcuda_future_t *f, int status) {
   live_del(st, d);
   req_put(st, d);
   r->drain = NULL;
-  if (r->waiting)
+  if (r->failed_with != 0)
     on_done(&r->fut, status == UVCUDA_ECANCELED ? status : r->failed_with);
 }
 
@@ -827,7 +825,6 @@ napi_status uvcuda_napi_await_ex(napi_env env, const uvcuda_napi_await_t *a,
   r->convert = a->convert;
   r->release = a->release;
   r->data = a->data;
-  r->enqueue_failed = 0;
 
   /* Only misuse fails here; errors of the work reject the promise. */
   err = uvcuda_future_start(&r->fut, a->stream, a->enqueue ? op_trampoline : NULL,
