@@ -137,8 +137,7 @@ function isOptions(v) {
   if (v === null || typeof v !== 'object') return false;
   if (Array.isArray(v) || ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return false;
   if (typeof SharedArrayBuffer === 'function' && v instanceof SharedArrayBuffer) return false;
-  for (const C of classes) if (v instanceof C) return false;
-  return !(kObject in v);
+  return !(kObject in v); // this copy's objects, and other copies'
 }
 
 function received(v) {
@@ -317,8 +316,7 @@ function nameIt(fn, name) {
 for (const C of classes)
   for (const key of Object.getOwnPropertyNames(C.prototype))
     nameIt(Object.getOwnPropertyDescriptor(C.prototype, key).value, key);
-for (const key of ['driverInfo', 'deviceCount', 'fence', 'configure', 'stats', 'errorName',
-  'strerror']) nameIt(native[key], key);
+for (const key of Object.getOwnPropertyNames(native)) nameIt(native[key], key);
 
 // kernel.signature: readonly in index.d.ts, so one frozen array per kernel
 // rather than a fresh mutable one at each read.
