@@ -258,8 +258,13 @@ struct uvcuda_loop_s {
  * UVCUDA_ENOTSUP (the strategy needs a newer driver; adaptive spin without
  * a timerfd), UVCUDA_ENOMEM (memory, descriptors, the reactor thread) or
  * UVCUDA_EBUSY (ul is initialised and its close_cb has not run: left as
- * it is); nothing is added to the loop then. The handles it adds to the loop keep
- * it alive only while futures are pending. */
+ * it is); nothing is added to the loop then. The handles it adds to the
+ * loop (an async, an idle and, with adaptive spin, a poll handle) keep it
+ * alive only while futures are pending or a close callback is due, and
+ * their `data` is NULL from init until the loop context's close_cb: a
+ * loop owner that walks its handles (uv_walk) can tell them from its own.
+ * Shutdown order: close every future, then the loop context; close the
+ * uv_loop_t once the loop context's close_cb has run. */
 UVCUDA_EXTERN int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
                                    const uvcuda_options_t *opts);
 /* Starts closing. UVCUDA_EBUSY while any future of it is initialised and not
@@ -270,6 +275,10 @@ UVCUDA_EXTERN int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
  * (already closing). */
 UVCUDA_EXTERN int uvcuda_loop_close(uvcuda_loop_t *ul,
                                     uvcuda_loop_close_cb close_cb);
+/* sizeof(uvcuda_loop_t) as this library was built: for callers that
+ * allocate one without a C compiler (FFI), as libuv's uv_handle_size().
+ * Any thread. */
+UVCUDA_EXTERN size_t uvcuda_loop_size(void);
 /* The strategy in effect after resolving DEFAULT; DEFAULT for a NULL or
  * uninitialised ul. */
 UVCUDA_EXTERN uvcuda_completion_t uvcuda_loop_completion(const uvcuda_loop_t *ul);
@@ -424,6 +433,10 @@ UVCUDA_EXTERN int uvcuda_future_start(uvcuda_future_t *f,
  * UVCUDA_EFORKED or UVCUDA_EWRONGTHREAD. */
 UVCUDA_EXTERN int uvcuda_future_close(uvcuda_future_t *f,
                                       uvcuda_future_close_cb close_cb);
+/* sizeof(uvcuda_future_t) as this library was built (it may change in any
+ * 0.x release): for callers that allocate one without a C compiler (FFI).
+ * Any thread. */
+UVCUDA_EXTERN size_t uvcuda_future_size(void);
 /* f's state; CLOSED for NULL or a future never initialised (or closed). */
 UVCUDA_EXTERN uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f);
 /* The phases of f's last start (valid from its callback until the next

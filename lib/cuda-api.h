@@ -13,7 +13,7 @@
  *
  * Next to the real header: a translation unit that includes <cuda.h> BEFORE
  * this header (CUDA_VERSION is then defined) gets the toolkit's declarations
- * (<cudaTypedefs.h>, which must be 12.0 or newer) and none of these. One
+ * (<cudaTypedefs.h>, which must be 12.5 or newer) and none of these. One
  * that includes <cuda.h> AFTER this header fails to compile (CUresult and
  * the rest declared twice): include <cuda.h> first.
  *
@@ -280,8 +280,13 @@
   XX(cuMemHostRegister, 6050, (void *p, size_t bytesize, unsigned int Flags)) \
   XX(cuMemHostUnregister, 4000, (void *p))
 
-/* bindings/node (src/cu.h's table). */
-#define UVCUDA_CU_PFNS_NODE(XX) \
+/* What the bindings, tests, bench and examples call beyond lib/: with the
+ * list above, support/drvtab.h's one table (resolved through
+ * uvcuda_driver_symbol). Every entry exists in every driver uvcuda
+ * supports and in the simulated driver. */
+#define UVCUDA_CU_PFNS_SUPPORT(XX) \
+  XX(cuCtxDestroy, 4000, (CUcontext ctx)) \
+  XX(cuMemsetD32Async, 3020, (CUdeviceptr_v2 dstDevice, unsigned int ui, size_t N, CUstream hStream)) \
   XX(cuDeviceGetName, 2000, (char *name, int len, CUdevice_v1 dev)) \
   XX(cuStreamBeginCapture, 10010, (CUstream hStream, CUstreamCaptureMode mode)) \
   XX(cuStreamEndCapture, 10000, (CUstream hStream, CUgraph *phGraph)) \
@@ -289,8 +294,6 @@
   XX(cuGraphDestroy, 10000, (CUgraph hGraph)) \
   XX(cuMemAlloc, 3020, (CUdeviceptr_v2 *dptr, size_t bytesize)) \
   XX(cuMemFree, 3020, (CUdeviceptr_v2 dptr)) \
-  XX(cuMemAllocAsync, 11020, (CUdeviceptr_v2 *dptr, size_t bytesize, CUstream hStream)) \
-  XX(cuMemFreeAsync, 11020, (CUdeviceptr_v2 dptr, CUstream hStream)) \
   XX(cuMemcpyHtoDAsync, 3020, (CUdeviceptr_v2 dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)) \
   XX(cuMemcpyDtoHAsync, 3020, (void *dstHost, CUdeviceptr_v2 srcDevice, size_t ByteCount, CUstream hStream)) \
   XX(cuMemcpyDtoDAsync, 3020, (CUdeviceptr_v2 dstDevice, CUdeviceptr_v2 srcDevice, size_t ByteCount, CUstream hStream)) \
@@ -300,14 +303,23 @@
   XX(cuModuleUnload, 2000, (CUmodule hmod)) \
   XX(cuLaunchKernel, 4000, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))
 
+/* Entry points a driver may lack (left NULL in support/drvtab.h's table):
+ * the stream-ordered allocator, CUDA 12.5's cuCtxCreate and 12.4's
+ * cuFuncGetParamInfo (the simulated driver has none of them). */
+#define UVCUDA_CU_PFNS_SUPPORT_OPTIONAL(XX) \
+  XX(cuMemAllocAsync, 11020, (CUdeviceptr_v2 *dptr, size_t bytesize, CUstream hStream)) \
+  XX(cuMemFreeAsync, 11020, (CUdeviceptr_v2 dptr, CUstream hStream)) \
+  XX(cuCtxCreate, 12050, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice_v1 dev)) \
+  XX(cuFuncGetParamInfo, 12040, (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+
 #if defined(CUDA_VERSION) && !defined(UVCUDA_CUDA_API_SELFTEST)
 
 /* ---- The toolkit's <cuda.h> came first: use its declarations ----------- */
 
 #include <cudaTypedefs.h>
 
-#if CUDA_VERSION < 12000
-#error "uvcuda: <cuda.h> older than CUDA 12.0 (uvcuda's PFN typedefs need 12.0)"
+#if CUDA_VERSION < 12050
+#error "uvcuda: <cuda.h> older than CUDA 12.5 (the PFN lists name 12.5's typedefs)"
 #endif
 
 #else /* !CUDA_VERSION || UVCUDA_CUDA_API_SELFTEST */
@@ -340,6 +352,7 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUevent_st *CUevent;
 typedef struct CUstream_st *CUstream;
 typedef struct CUgraph_st *CUgraph;
+typedef struct CUctxCreateParams_st CUctxCreateParams; /* cuCtxCreate v4 */
 
 typedef void (CUDA_CB *CUhostFn)(void *userData);
 
@@ -382,7 +395,8 @@ UVCUDA_CU_ENUMS(UVCUDA_CU__ENUM)
 #define UVCUDA_CU__PFN(name, ver, params) \
   typedef CUresult (CUDAAPI *PFN_##name##_v##ver) params;
 UVCUDA_CU_PFNS_LIB(UVCUDA_CU__PFN)
-UVCUDA_CU_PFNS_NODE(UVCUDA_CU__PFN)
+UVCUDA_CU_PFNS_SUPPORT(UVCUDA_CU__PFN)
+UVCUDA_CU_PFNS_SUPPORT_OPTIONAL(UVCUDA_CU__PFN)
 #undef UVCUDA_CU__PFN
 
 #endif /* !CUDA_VERSION || UVCUDA_CUDA_API_SELFTEST */

@@ -247,6 +247,8 @@ int uvcuda_future_timing(const uvcuda_future_t *f, uvcuda_timing_t *t) {
   return 0;
 }
 
+size_t uvcuda_future_size(void) { return sizeof(uvcuda_future_t); }
+
 uvcuda_future_state_t uvcuda_future_state(const uvcuda_future_t *f) {
   /* Never initialised (or closed): nothing can be done with it. */
   if (f == NULL || f->magic_ != magic_of(f)) return UVCUDA_FUTURE_CLOSED;

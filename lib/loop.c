@@ -1,6 +1,7 @@
 /* The loop context's life: init, close, and what it reports. */
 #include "loop.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,17 @@ static uint64_t thread_serial(void) {
 
 int uvcuda__on_loop_thread(const struct uvcuda__loop *l) {
   return thread_serial() == l->thread;
+}
+
+#define loop_of(h, field) \
+  ((struct uvcuda__loop *)((char *)(h)-offsetof(struct uvcuda__loop, field)))
+
+struct uvcuda__loop *uvcuda__loop_of_handle(const uv_handle_t *h) {
+  switch (h->type) {
+    case UV_ASYNC: return loop_of(h, async);
+    case UV_IDLE: return loop_of(h, idle);
+    default: return loop_of(h, adapt.poll); /* the pre-wake timer */
+  }
 }
 
 static int needs_reactor(const struct uvcuda__opts *o) {
@@ -127,7 +139,7 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
 }
 
 static void on_handle_closed(uv_handle_t *h) {
-  struct uvcuda__loop *l = h->data;
+  struct uvcuda__loop *l = uvcuda__loop_of_handle(h);
   uvcuda_loop_t *ul;
   uvcuda_loop_close_cb cb;
   if (h == (uv_handle_t *)&l->adapt.poll) uvcuda__adapt_closed(&l->adapt);
@@ -163,14 +175,13 @@ int uvcuda_loop_close(uvcuda_loop_t *ul, uvcuda_loop_close_cb close_cb) {
   uvcuda__spin_free(&l->spin);
   if (l->idle_on) uv_idle_stop(&l->idle); /* closing: its ref no longer counts */
   l->idle_on = 0;
-  l->async.data = l;
-  l->idle.data = l;
-  l->adapt.poll.data = l;
   uv_close((uv_handle_t *)&l->async, on_handle_closed);
   uv_close((uv_handle_t *)&l->idle, on_handle_closed);
   uvcuda__adapt_close(&l->adapt, on_handle_closed);
   return 0;
 }
+
+size_t uvcuda_loop_size(void) { return sizeof(uvcuda_loop_t); }
 
 uvcuda_completion_t uvcuda_loop_completion(const uvcuda_loop_t *ul) {
   if (ul == NULL || ul->internal_ == NULL) return UVCUDA_COMPLETION_DEFAULT;

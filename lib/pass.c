@@ -310,7 +310,7 @@ static void on_idle(uv_idle_t *h) {
 
 /* The pre-wake timer: the futures due are polled from this pass on. */
 static void on_timer(uv_poll_t *h, int status, int events) {
-  struct uvcuda__loop *l = h->data;
+  struct uvcuda__loop *l = uvcuda__loop_of_handle((uv_handle_t *)h);
   uint64_t now;
   (void)status, (void)events;
   if (parked(l)) return;
@@ -327,7 +327,6 @@ int uvcuda__loop_handles_init(struct uvcuda__loop *l) {
   int err = uvcuda__adapt_init(&l->adapt, l->uv, l->opts.adaptive, &l->stats,
                                on_timer);
   if (err != 0) return err;
-  l->adapt.poll.data = l; /* loop.c's close callback finds the loop so */
   l->rc.tfd = l->adapt.fd; /* before listen: the reactor sets it (adapt.h) */
   /* Cannot fail: the eventfd it needs came with uv_loop_init (libuv's own
    * work-queue async handle). */

@@ -508,6 +508,63 @@ static void loop_alive_only_while_pending(void **state) {
   tu_fx_close(e);
 }
 
+/* uvcuda.h: the handles uvcuda adds to a loop carry data == NULL, from
+ * init to the loop context's close_cb, so that a loop owner walking its
+ * handles (uvloop's close reads `data` as one of its own objects) can
+ * tell them apart. Adaptive spin on: its poll handle too. */
+static void ours_without_data(uv_handle_t *h, void *arg) {
+  if (h->type != UV_ASYNC && h->type != UV_IDLE && h->type != UV_POLL) return;
+  ++((int *)arg)[0];
+  if (h->data != NULL) ++((int *)arg)[1];
+}
+
+static void assert_handles_carry_no_data(uv_loop_t *uv, int want) {
+  int n[2] = {0, 0};
+  uv_walk(uv, ours_without_data, n);
+  assert_int_equal(n[0], want);
+  assert_int_equal(n[1], 0);
+}
+
+static int closed_checked;
+static void on_data_check_closed(uvcuda_loop_t *ul) {
+  closed_checked++;
+  /* Its handles are closed: libuv dropped them from the loop. */
+  assert_handles_carry_no_data(ul->loop, 0);
+}
+
+static void handles_carry_no_data(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  tu_rec_t *r = tu_fx_rec(fx);
+  uvcuda_options_t o;
+  tu_fx_loop_t *e;
+  CUstream s;
+
+  closed_checked = 0;
+  uvcuda_options_init(&o);
+  o.completion = strategy_of(state);
+  o.flags = UVCUDA_OPT_ADAPTIVE;
+  e = tu_fx_open(fx, &o);
+  assert_handles_carry_no_data(&e->uv, 3);
+  s = tu_stream();
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = r;
+  op_ns = 2 * 1000 * 1000;
+  TU_OK(uvcuda_future_start(f, s, op_sleep, tu_rec_done));
+  assert_handles_carry_no_data(&e->uv, 3);
+  tu_run(&e->uv, 5000);
+  assert_int_equal(r->calls, 1);
+  assert_handles_carry_no_data(&e->uv, 3);
+  close_future(e, f);
+  TU_OK(uvcuda_loop_close(&e->ul, on_data_check_closed));
+  assert_handles_carry_no_data(&e->uv, 3); /* closing, still walked */
+  tu_run(&e->uv, 5000);
+  assert_int_equal(closed_checked, 1);
+  e->ul_on = 0;
+  assert_int_equal(tu_fx_close_uv(e), 0);
+  tu_stream_destroy(s);
+}
+
 /* ---- precise completion and order ---- */
 
 static void precise_despite_later_work(void **state) {
@@ -1299,6 +1356,7 @@ static void loops_on_threads(void **state) {
   LOOP(an_embedded_loop_completes_its_futures, c, 20000), \
   LOOP(timing_shows_where_latency_went, c, 20),         \
   LOOP(loop_alive_only_while_pending, c, 20),           \
+  OWN(handles_carry_no_data, c),                        \
   LOOP(precise_despite_later_work, c, 20),              \
   LOOP(many_futures_in_stream_order, c, 20),            \
   LOOP(reuse_and_chain, c, 20),                         \

@@ -275,8 +275,16 @@ static void null_arguments_without_driver(void **state) {
   uv_loop_close(&loop);
 }
 
+/* api.md: the sizes an FFI caller allocates are the header's. */
+static void sizes_are_the_headers(void **state) {
+  (void)state;
+  assert_int_equal(uvcuda_future_size(), sizeof(uvcuda_future_t));
+  assert_int_equal(uvcuda_loop_size(), sizeof(uvcuda_loop_t));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(sizes_are_the_headers),
       cmocka_unit_test(header_version_is_the_projects),
       cmocka_unit_test(every_code_has_name_and_message),
       cmocka_unit_test(libuv_codes_pass_through),

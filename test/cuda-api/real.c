@@ -14,9 +14,11 @@
                                               CUresult (CUDAAPI *) params), \
                  "PFN_" #name "_v" #ver " differs from cudaTypedefs.h");
 UVCUDA_CU_PFNS_LIB(CHECK_PFN)
-UVCUDA_CU_PFNS_NODE(CHECK_PFN)
+UVCUDA_CU_PFNS_SUPPORT(CHECK_PFN)
+UVCUDA_CU_PFNS_SUPPORT_OPTIONAL(CHECK_PFN)
 
 #define COUNT_PFN(name, ver, params) +1
 int cuda_api_real_pfns(void) {
-  return 0 UVCUDA_CU_PFNS_LIB(COUNT_PFN) UVCUDA_CU_PFNS_NODE(COUNT_PFN);
+  return 0 UVCUDA_CU_PFNS_LIB(COUNT_PFN) UVCUDA_CU_PFNS_SUPPORT(COUNT_PFN)
+         UVCUDA_CU_PFNS_SUPPORT_OPTIONAL(COUNT_PFN);
 }
