@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs the driver-facts experiments on a GPU host; one process each.
 # run.sh [experiment-group...]; groups: visibility spread blocking capture
-# capture-self recover
+# capture-self recover wake
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp}
 cc -O2 -I/usr/local/cuda/include driver-facts.c -o /tmp/driver-facts \
+  -L/usr/local/cuda/lib64/stubs -lcuda -lpthread || exit 1
+cc -O2 -I/usr/local/cuda/include wake-facts.c -o /tmp/wake-facts \
   -L/usr/local/cuda/lib64/stubs -lcuda -lpthread || exit 1
 f=/tmp/driver-facts
 [ $# -eq 0 ] && set -- visibility spread blocking capture recover
@@ -28,5 +30,8 @@ f=/tmp/driver-facts
       done
     done ;;
   recover) for h in reset release create; do timeout 20 $f recover $h; done ;;
+  wake)
+    timeout 60 /tmp/wake-facts sleep
+    for l in 0 50 200 1000 2000; do timeout 60 /tmp/wake-facts wait $l; done ;;
   esac; done
 } 2>&1 | tee "$OUT/driver-facts.txt"
