@@ -218,17 +218,22 @@ typedef struct uvcuda_options_s {
   /* Fault probe interval while futures are armed, in µs: -1 = 1000.
    * 50 .. 2000. */
   int32_t probe_interval_us;
-  /* Reactor back-off while this loop has armed futures, in µs (-1 =
-   * default): busy-poll for reactor_spin_us (500) after the last progress
-   * or arm (an arm wakes a sleeping reactor),
-   * then sched_yield between passes until reactor_yield_us (2000), then
-   * sleep between passes, doubling up to reactor_sleep_max_us (200).
-   * Once no loop has an armed future it busy-polls reactor_spin_us more,
-   * then parks until the next arm. With several loops the reactor takes
-   * the smallest value of each. */
+  /* How the reactor waits for this loop's armed futures (-1 = default;
+   * docs/api.md, "The reactor"). With adaptive spin on, it sleeps until
+   * just before a future's predicted end. Otherwise, and past that, it
+   * backs off: each look that finds the work not done is followed by a
+   * sleep of reactor_backoff_pct % (1..100, default 5) of the time waited
+   * so far, at least its wake-up floor (20 µs, or twice how late its
+   * timed waits come back) and at most reactor_sleep_max_us (1..100000,
+   * default 1000). reactor_spin_us and reactor_yield_us (µs, default 0:
+   * off) busy-poll, then sched_yield between looks, for that long after
+   * each arm: lower latency for a core's worth of CPU. With nothing armed
+   * it parks until the next arm. With several loops the reactor takes the
+   * most eager value of each. */
   int32_t reactor_spin_us;
   int32_t reactor_yield_us;
   int32_t reactor_sleep_max_us;
+  int32_t reactor_backoff_pct;
   uint32_t flags; /* UVCUDA_OPT_* */
 } uvcuda_options_t;
 
@@ -319,6 +324,13 @@ typedef struct uvcuda_stats_s {
   uint64_t predict_late;
   uint64_t prewakes;          /* timer wake-ups before a predicted end */
   uint64_t spin_ns;           /* loop-thread time in spin passes */
+  /* The process's reactor thread, which every loop context shares (the
+   * same numbers from every loop): what waiting has cost it since the
+   * first loop context of the process started it, over every reactor
+   * thread the process has had. */
+  uint64_t reactor_polls;     /* passes that read the armed counters */
+  uint64_t reactor_sleeps;    /* timed sleeps and parks */
+  uint64_t reactor_cpu_ns;    /* its CPU time */
 } uvcuda_stats_t;
 
 /* Copies ul's counters to *stats. UVCUDA_EINVAL (NULL ul or stats),

@@ -22,8 +22,6 @@
 #define DUE_SLACK_NS (1u * US)  /* wake-ups this close together share one */
 #define WINDOW_MAX_NS (200u * US) /* the longest a pre-woken loop spins */
 #define BACKOFF_MAX 64u /* predictions left out after early ones, at most */
-/* Expiries further off than this the loop sets itself (adapt.h). */
-#define REMOTE_MAX_NS (250u * US)
 /* A predicted wait longer than this wakes the loop earlier still, by
  * 1/LONG_DIV of it (at most LONG_MAX_NS): see uvcuda__adapt_long_lead. */
 #define LONG_MIN_NS (250u * US)
@@ -76,45 +74,21 @@ void uvcuda__adapt_closed(struct uvcuda__adapt *a) {
   a->fd = -1;
 }
 
-/* at: absolute uv_hrtime() ns; 0: none. Only asked for here: the settle
- * hands it to the reactor (adapt.h). */
+/* at: absolute uv_hrtime() ns; 0: none. */
 static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
+  if (at == a->timer_at) return;
   a->timer_at = at;
+#ifdef __linux__
+  /* Also drops an expiry that fired meanwhile and is not read yet, which
+   * would leave the backend fd readable. */
+  uvcuda__timerfd_set(a->fd, at);
+#endif
   /* Started once and left so: a timerfd that is not set is never
    * readable, and a start and stop per future cost the loop three
    * syscalls each (libuv's epoll_ctl ADD, refused EEXIST, then MOD). */
   if (at != 0 && !a->poll_on &&
       uv_poll_start(&a->poll, UV_READABLE, a->on_timer) == 0)
     a->poll_on = 1;
-}
-
-int uvcuda__adapt_ask(struct uvcuda__adapt *a, uint64_t *at) {
-  if (a->timer_at == a->asked) return 0;
-  a->asked = a->timer_at;
-  *at = a->timer_at;
-  return 1;
-}
-
-/* A timer set from the reactor's CPU fires there, and the loop's wake-up
- * is then a cross-CPU one. Up to the 200 µs rows it woke the loop as
- * early and as tightly as the loop's own timer; after 2 ms sleeps it came
- * later and more spread, and the lead that covered that spread cost the
- * loop more spin than the syscall saved (H100: 15-34 against 11-16 µs a
- * future, 2 ms p50 +9.7 against +2.1 µs; docs/benchmarks.md, run 20). So
- * the loop sets a far expiry itself, its syscall ~0.1 % of such a wait. */
-int uvcuda__adapt_set_here(struct uvcuda__adapt *a, uint64_t at,
-                           uint64_t now) {
-#ifdef __linux__
-  /* A disarm (an early outcome, a close) too: done here it is done before
-   * the loop can go idle, and it also drops an expiry that fired meanwhile
-   * and would leave the backend fd readable. */
-  if (at != 0 && at < now + REMOTE_MAX_NS) return 0;
-  uvcuda__timerfd_set(a->fd, at);
-  return 1;
-#else
-  (void)a, (void)at, (void)now;
-  return 0;
-#endif
 }
 
 void uvcuda__adapt_drain(struct uvcuda__adapt *a) {
@@ -187,6 +161,25 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
   return 1;
 }
 
+void uvcuda__adapt_plan(const struct uvcuda__tlset *set,
+                        struct uvcuda__timeline *tl) {
+  struct uvcuda__watch *w = &tl->watch;
+  const struct uvcuda__predict *p = &tl->pred;
+  uvcuda_future_t *f = uvcuda__tl_head(tl);
+
+  w->since_ns = f->start_ns_;
+  w->due_ns = w->dev_ns = w->quiet_until_ns = 0;
+  if (f->adapt_ == UVCUDA__ADAPT_PENDING || f->adapt_ == UVCUDA__ADAPT_HOT) {
+    w->quiet_until_ns = f->hot_until_ns_; /* the loop polls it till then */
+    return;
+  }
+  if (!set->adaptive || !uvcuda__predict_trusted(p)) return;
+  /* Learnt from its start, or its predecessor's end if later. */
+  w->due_ns = (f->start_ns_ > p->last_ns ? f->start_ns_ : p->last_ns) +
+              p->mean_ns;
+  w->dev_ns = p->dev_ns;
+}
+
 /* After a long sleep the loop's wake-up comes later and more spread than
  * its learnt lateness covers at the tail: on the H100 about 5 % of 2 ms
  * predictions came out early (done before the loop looked), and the 2 ms
@@ -213,14 +206,12 @@ uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a) {
 
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now) {
   struct uvcuda__queue *q;
-  /* The expiry handed over has passed: the timer is spent, and a later
-   * "none" need not be handed over. */
-  if (a->asked != 0 && now >= a->asked) a->asked = 0;
   if (a->timer_at != 0 && now >= a->timer_at) {
     uint64_t late = now - a->timer_at;
     if (late > LATE_MAX_NS) late = LATE_MAX_NS;
     uvcuda__predict_add(&a->late, late);
     a->stats->prewakes++;
+    a->timer_at = 0; /* spent: a one-shot timerfd needs no disarm */
   }
   while (!uvcuda__queue_empty(&a->pending)) {
     uvcuda_future_t *f;

@@ -12,15 +12,16 @@
  *     future as it would have anyway.
  * libuv timers tick in ms; a timerfd (CLOCK_MONOTONIC, uv_hrtime's clock,
  * absolute ns) in a uv_poll_t wakes the loop's own epoll within ~µs of the
- * deadline. The loop only asks for the expiry (timer_at); the settle hands
- * it to the reactor in the batch that arms the future, and the reactor
- * makes the syscall (reactor.h), unless the expiry is 250 µs or more away:
- * that one the loop sets itself (uvcuda__adapt_set_here says why). The
- * loop reads the expiry when it fires, so the timerfd is never left
- * readable. `lead` learns how late the
+ * deadline. The loop sets the expiry itself, and reads it when it fires,
+ * so the timerfd is never left readable. `lead` learns how late the
  * wake-ups run: their smoothed mean plus two deviations (predict.h's
  * estimator), so wake-ups that vary, as after a long sleep, start early
- * enough. Linux only. */
+ * enough. Linux only.
+ *
+ * The reactor's side of the same plan (uvcuda__adapt_plan): a pre-woken
+ * future's watch tells the reactor not to look before the loop's window
+ * ends; any other armed future of a trusted stream gives the reactor its
+ * predicted end, so that it sleeps until shortly before it (plan.h). */
 #ifndef UVCUDA_ADAPT_H
 #define UVCUDA_ADAPT_H
 
@@ -36,8 +37,7 @@ struct uvcuda__adapt {
   int fd; /* timerfd, -1: none */
   uv_poll_t poll;
   int poll_on;
-  uint64_t timer_at; /* the expiry wanted, 0: none */
-  uint64_t asked;    /* the one the reactor was last given, 0: none or spent */
+  uint64_t timer_at; /* the expiry set, 0: none (or it fired) */
   struct uvcuda__predict late;  /* how late the wake-ups run */
   uint32_t skip, backoff; /* predictions left out after early ones */
   uint32_t early_run;     /* early ones in a row */
@@ -76,16 +76,10 @@ uint64_t uvcuda__adapt_long_lead(uint64_t mean_ns);
 void uvcuda__adapt_drain(struct uvcuda__adapt *a);
 /* The futures due by `now` become HOT; the timer is asked for the next. */
 void uvcuda__adapt_fire(struct uvcuda__adapt *a, uint64_t now);
-/* pass.c's settle, in its batch: the expiry to hand to the reactor, if it
- * changed (1, and *at), else 0. */
-int uvcuda__adapt_ask(struct uvcuda__adapt *a, uint64_t *at);
-/* Still in the batch (under the reactor's lock, so that the reactor's own
- * timerfd calls are ordered with it): sets an expiry due 250 µs or more
- * after `now` on the loop thread (1), where it wakes the loop more
- * precisely after a long sleep, and disarms (at 0) here too; 0: the
- * reactor is to set it. */
-int uvcuda__adapt_set_here(struct uvcuda__adapt *a, uint64_t at,
-                           uint64_t now);
+/* pass.c's settle, before tl's watch is armed: its plan for the reactor
+ * (watch.h's plan fields), from its first pending future. */
+void uvcuda__adapt_plan(const struct uvcuda__tlset *set,
+                        struct uvcuda__timeline *tl);
 /* The idle pass: polls the timelines of HOT futures; ends spent windows. */
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
                         uint64_t now);

@@ -1,7 +1,6 @@
 /* The loop context's life: init, close, and what it reports. */
 #include "loop.h"
 
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,16 +18,6 @@ int uvcuda__on_loop_thread(const struct uvcuda__loop *l) {
   return thread_serial() == l->thread;
 }
 
-#define loop_of(h, field) \
-  ((struct uvcuda__loop *)((char *)(h)-offsetof(struct uvcuda__loop, field)))
-
-struct uvcuda__loop *uvcuda__loop_of_handle(const uv_handle_t *h) {
-  switch (h->type) {
-    case UV_ASYNC: return loop_of(h, async);
-    case UV_IDLE: return loop_of(h, idle);
-    default: return loop_of(h, adapt.poll); /* the pre-wake timer */
-  }
-}
 
 static int needs_reactor(const struct uvcuda__opts *o) {
   return o->completion != UVCUDA_COMPLETION_POLL;
@@ -113,8 +102,7 @@ int uvcuda_loop_init(uv_loop_t *loop, uvcuda_loop_t *ul,
     l->rc.yield_ns = o.reactor_yield_ns;
     l->rc.sleep_max_ns = o.reactor_sleep_max_ns;
     l->rc.probe_ns = o.probe_interval_ns;
-    /* Adaptive spin learns from when the reactor saw work end. */
-    l->rc.timing = (o.flags & UVCUDA_OPT_TIMING) != 0 || o.adaptive;
+    l->rc.pct = o.reactor_backoff_pct;
     if ((err = uvcuda__reactor_attach(&l->rc)) != 0) {
       uvcuda__port_close(l->port);
       free(l);
@@ -199,10 +187,15 @@ int uvcuda_loop_adaptive(const uvcuda_loop_t *ul) {
 }
 
 int uvcuda_loop_stats(const uvcuda_loop_t *ul, uvcuda_stats_t *stats) {
+  struct uvcuda__reactor_usage u;
   if (ul == NULL || stats == NULL) return UVCUDA_EINVAL;
   if (ul->internal_ == NULL) return UVCUDA_ENOTINIT;
   if (!uvcuda__on_loop_thread(ul->internal_)) return UVCUDA_EWRONGTHREAD;
   *stats = ul->internal_->stats;
   stats->timelines = uvcuda__tl_in_use(&ul->internal_->tls);
+  uvcuda__reactor_usage(&u);
+  stats->reactor_polls = u.polls;
+  stats->reactor_sleeps = u.sleeps;
+  stats->reactor_cpu_ns = u.cpu_ns;
   return 0;
 }

@@ -45,13 +45,12 @@ struct uvcuda__loop {
 
 int uvcuda__on_loop_thread(const struct uvcuda__loop *l);
 
+/* pass.c: the loop's handles and passes. */
+int uvcuda__loop_handles_init(struct uvcuda__loop *l);
 /* The loop context that embeds h, one of its three handles. Their `data`
  * stays NULL: a loop's owner may walk its handles (uvloop's close reads
  * `data` as one of its own objects), so ours carry nothing there. */
 struct uvcuda__loop *uvcuda__loop_of_handle(const uv_handle_t *h);
-
-/* pass.c: the loop's handles and passes. */
-int uvcuda__loop_handles_init(struct uvcuda__loop *l);
 void uvcuda__loop_update_handles(struct uvcuda__loop *l);
 /* Re-syncs the reactor's watches of the timelines touched so far and
  * retires the idle ones (end of a pass; also right after an arm at start,

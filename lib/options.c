@@ -36,6 +36,7 @@ void uvcuda_options_init(uvcuda_options_t *opts) {
   opts->reactor_spin_us = -1;
   opts->reactor_yield_us = -1;
   opts->reactor_sleep_max_us = -1;
+  opts->reactor_backoff_pct = -1;
 }
 
 /* -1 means default; otherwise lo..hi. */
@@ -70,6 +71,7 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
   uvcuda_options_t d;
   const char *env;
   int32_t spin_default = 20;
+  uint64_t pct;
   int err;
 
   if (in == NULL) {
@@ -112,12 +114,13 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
                   &out->spin_budget_ns)) ||
       (err = pick(in->probe_interval_us, 1000, 50, 2000,
                   &out->probe_interval_ns)) ||
-      (err =
-           pick(in->reactor_spin_us, 500, 0, 1000000, &out->reactor_spin_ns)) ||
-      (err = pick(in->reactor_yield_us, 2000, 0, 10000000,
+      (err = pick(in->reactor_spin_us, 0, 0, 1000000, &out->reactor_spin_ns)) ||
+      (err = pick(in->reactor_yield_us, 0, 0, 10000000,
                   &out->reactor_yield_ns)) ||
-      (err = pick(in->reactor_sleep_max_us, 200, 1, 100000,
-                  &out->reactor_sleep_max_ns)))
+      (err = pick(in->reactor_sleep_max_us, 1000, 1, 100000,
+                  &out->reactor_sleep_max_ns)) ||
+      (err = pick(in->reactor_backoff_pct, 5, 1, 100, &pct)))
     return err;
+  out->reactor_backoff_pct = (uint32_t)(pct / 1000u);
   return 0;
 }

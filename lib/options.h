@@ -11,6 +11,7 @@ struct uvcuda__opts {
   uint64_t spin_budget_ns;
   uint64_t probe_interval_ns;
   uint64_t reactor_spin_ns, reactor_yield_ns, reactor_sleep_max_ns;
+  uint32_t reactor_backoff_pct;
   uint32_t flags;
   int adaptive; /* resolved: UVCUDA_OPT_ADAPTIVE, NO_ADAPTIVE, env */
 };

@@ -11,6 +11,14 @@
 #define tl_of_touch(q) \
   uvcuda__queue_data(q, struct uvcuda__timeline, touch_node)
 
+struct uvcuda__loop *uvcuda__loop_of_handle(const uv_handle_t *h) {
+  switch (h->type) {
+    case UV_ASYNC: return loop_of(h, async);
+    case UV_IDLE: return loop_of(h, idle);
+    default: return loop_of(h, adapt.poll); /* the pre-wake timer */
+  }
+}
+
 static void on_idle(uv_idle_t *h);
 static void on_timer(uv_poll_t *h, int status, int events);
 
@@ -71,18 +79,17 @@ void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
 
 void uvcuda__loop_settle(struct uvcuda__loop *l) {
   struct uvcuda__queue *q;
-  uint64_t at = 0;
-  int locked = 0, ask;
+  int locked = 0;
   UVCUDA__PROF_BEGIN(p0);
 
-  /* One locked batch for every watch that changed, and the pre-wake timer
-   * (at a start, in the batch of its arm). */
+  /* One locked batch for every watch that changed, each armed with its
+   * plan (adapt.h). */
   if (l->reactor_attached) {
-    ask = uvcuda__adapt_ask(&l->adapt, &at);
     uvcuda__queue_foreach(q, &l->tls.touched) {
       struct uvcuda__timeline *tl = tl_of_touch(q);
       uint64_t want = uvcuda__tl_watch_want(&l->tls, tl);
       if (want == tl->watched) continue;
+      if (want != 0) uvcuda__adapt_plan(&l->tls, tl);
       if (!locked) {
         UVCUDA__PROF_BEGIN(p1);
         uvcuda__reactor_sync_begin(&l->rc);
@@ -91,14 +98,6 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
       }
       uvcuda__reactor_watch(&l->rc, &tl->watch, want);
       tl->watched = want;
-    }
-    if (ask) {
-      if (!locked) uvcuda__reactor_sync_begin(&l->rc);
-      locked = 1;
-      if (uvcuda__adapt_set_here(&l->adapt, at, uv_hrtime()))
-        uvcuda__reactor_wake_set(&l->rc, at);
-      else
-        uvcuda__reactor_wake_at(&l->rc, at);
     }
     if (locked) uvcuda__reactor_sync_end(&l->rc);
   }
@@ -251,6 +250,8 @@ static void take_news(struct uvcuda__loop *l) {
       w = uvcuda__queue_data(q, struct uvcuda__watch, node);
       tl = uvcuda__tl_of_watch(w);
       tl->seen_ns = w->seen_ns;
+      tl->after_ns = w->after_ns;
+      tl->seen_early = w->early;
       tl->watched = 0; /* the reactor let it go; settle re-arms */
       uvcuda__tl_touch(&l->tls, tl);
     }
@@ -327,7 +328,6 @@ int uvcuda__loop_handles_init(struct uvcuda__loop *l) {
   int err = uvcuda__adapt_init(&l->adapt, l->uv, l->opts.adaptive, &l->stats,
                                on_timer);
   if (err != 0) return err;
-  l->rc.tfd = l->adapt.fd; /* before listen: the reactor sets it (adapt.h) */
   /* Cannot fail: the eventfd it needs came with uv_loop_init (libuv's own
    * work-queue async handle). */
   uv_async_init(l->uv, &l->async, on_async);

@@ -2,34 +2,39 @@
  * and knows nothing above a watch: fired watches go back to their loop on
  * a queue.
  *
- * Back-off while counters are armed: busy-poll for spin_ns after the last
- * progress or arm, then sched_yield between passes until yield_ns, then
- * sleep between passes, doubling up to sleep_max_ns; an arm wakes a
- * sleeping reactor and restarts the back-off. With only host-function
- * watches it just probes, every probe interval. With nothing watched it
- * busy-polls for spin_ns more (the next arm then needs no wake-up), then
- * parks on a condition variable until a watch is armed. Started by the
- * first loop that needs it, retired when the last one detaches: joined
- * then, unless it is inside a driver call, which can block for as long as
- * another thread holds the driver (a module's JIT: seconds). Such a thread
- * is detached instead and ends on its own once the call returns; nobody
- * waits for it.
+ * Each pass reads every armed counter and asks each watch's plan (plan.h)
+ * when to look at it next; the reactor then sleeps until the earliest of
+ * those looks and the next fault probe, waking its own lateness early (it
+ * learns how late its timed waits come back), or polls on at once when
+ * that look is closer than the lateness. An arm whose first look comes
+ * before that wake-up wakes it. With only host-function watches it just
+ * probes, every probe interval; with nothing watched it parks on a
+ * condition variable until a watch is armed. The options' spin and yield
+ * phases, off by default, busy-poll after each arm instead.
+ *
+ * Started by the first loop that needs it, retired when the last one
+ * detaches: joined then, unless it is inside a driver call, which can
+ * block for as long as another thread holds the driver (a module's JIT:
+ * seconds). Such a thread is detached instead and ends on its own once
+ * the call returns; nobody waits for it.
  *
  * Driver calls (the probes) run outside the lock: a driver call can block,
  * and loop threads take this lock to arm. */
 #define _GNU_SOURCE 1 /* PTHREAD_MUTEX_ADAPTIVE_NP, pthread_setname_np */
 #include "reactor.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "context.h"
 #include "counter.h"
-#ifdef __linux__
-#include "timerfd.h"
-#endif
+#include "plan.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* Adaptive: the loop thread takes this lock while the reactor, in its spin
@@ -54,11 +59,18 @@ struct rthread {
                     in a child forked after the load sees no other thread) */
 };
 static struct rthread *cur;
-static int parked;
-/* sleeping: in a timed wait of the back-off (not parked); kicked: a counter
- * was armed since the last pass. An arm restarts the back-off: new work is
- * as likely to finish soon as work right after progress. */
-static int sleeping, kicked;
+/* parked: waiting for an arm, no timeout. sleeping: in a timed wait that
+ * ends at wake_at (an arm that wants a look sooner signals). */
+static int parked, sleeping;
+static uint64_t wake_at;
+static uint64_t last_arm; /* for the options' spin and yield phases */
+/* How late the timed waits come back (the lead they are asked with), and
+ * the plan parameters of the last pass, which an arm uses to decide
+ * whether to wake a sleeping reactor. */
+static struct uvcuda__predict late;
+static struct uvcuda__plan_params pp;
+static int pp_valid;
+static struct uvcuda__reactor_usage used; /* cpu_ns: ended threads' */
 static unsigned users;
 static struct uvcuda__queue clients;
 /* Loop threads waiting for mu: the reactor, which retakes mu after each
@@ -90,19 +102,26 @@ static void lock_loopside(void) {
   atomic_fetch_sub_explicit(&want, 1, memory_order_relaxed);
 }
 
-/* A timed wait of the back-off; an arm cuts it short. Caller holds mu. */
-static void timed_wait(const struct rthread *me, uint64_t ns) {
+/* Sleeps until `at` (uv_hrtime's clock, CLOCK_MONOTONIC); an arm that
+ * wants a look sooner cuts it short. A wait that timed out teaches the
+ * lateness. Caller holds mu. */
+static void timed_wait(const struct rthread *me, uint64_t at) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += (time_t)(ns / 1000000000u);
-  ts.tv_nsec += (long)(ns % 1000000000u);
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  int rc;
+  ts.tv_sec = (time_t)(at / 1000000000u);
+  ts.tv_nsec = (long)(at % 1000000000u);
   sleeping = 1;
-  pthread_cond_timedwait(&cond, &mu, &ts);
-  if (me == cur) sleeping = 0;
+  wake_at = at;
+  used.sleeps++;
+  rc = pthread_cond_timedwait(&cond, &mu, &ts);
+  if (me != cur) return;
+  sleeping = 0;
+  if (rc == ETIMEDOUT) {
+    uint64_t now = uv_hrtime();
+    uint64_t d = now > at ? now - at : 0;
+    if (d > UVCUDA__PLAN_LATE_MAX_NS) d = UVCUDA__PLAN_LATE_MAX_NS;
+    uvcuda__predict_add(&late, d);
+  }
 }
 
 static inline void cpu_relax(void) {
@@ -124,36 +143,38 @@ static void ring(struct uvcuda__rclient *c) {
   uv_async_send(c->async); /* under mu: a loop detaches under mu first */
 }
 
-/* One pass over every armed counter. Caller holds mu. A loop is rung at
- * its first hit, not after the rest of the scan, so that its wake-up
- * overlaps the scan's tail (run 12 on the H200 could not resolve a gain);
- * what fires meanwhile is on its fired queue before it can take mu. */
-static int scan(void) {
-  struct uvcuda__queue *cq, *q, *next;
-  uint64_t now = 0;
-  int fired = 0;
+/* One pass over every armed counter at `now`: a passed one fires, the
+ * others get their next look (plan.h); returns the earliest. Caller holds
+ * mu. A loop is rung at its first hit, not after the rest of the scan, so
+ * that its wake-up overlaps the scan's tail; what fires meanwhile is on
+ * its fired queue before it can take mu. */
+static uint64_t scan(uint64_t now) {
+  struct uvcuda__queue *cq, *q, *nq;
+  uint64_t next = UINT64_MAX, n;
 
+  used.polls++;
   uvcuda__queue_foreach(cq, &clients) {
     struct uvcuda__rclient *c = client_of(cq);
     int hit = 0;
-    for (q = c->armed.next; q != &c->armed; q = next) {
+    for (q = c->armed.next; q != &c->armed; q = nq) {
       struct uvcuda__watch *w = watch_of(q);
-      next = q->next;
+      nq = q->next;
       if (!uvcuda__counter_passed(uvcuda__counter_load(w->host, w->mode),
-                                  w->mode, w->threshold))
+                                  w->mode, w->threshold)) {
+        w->after_ns = now;
+        n = uvcuda__plan_next(w, now, &pp);
+        if (n < next) next = n;
         continue;
-      if (c->timing) { /* one clock read a pass */
-        if (now == 0) now = uv_hrtime();
-        w->seen_ns = now;
       }
+      w->seen_ns = now;
+      w->early = uvcuda__plan_early(w, now, &pp);
       uvcuda__queue_remove(q); /* the loop re-arms what is still pending */
       uvcuda__queue_insert_tail(&c->fired, q);
       if (!hit) ring(c);
       hit = 1;
     }
-    fired |= hit;
   }
-  return fired;
+  return next;
 }
 
 static void take_probes(plist_t *pl, const struct uvcuda__queue *h) {
@@ -214,23 +235,37 @@ static void ring_on_fault(void) {
   }
 }
 
-/* The most eager back-off among clients with watches; what they watch. */
-static void bounds(uint64_t *spin, uint64_t *yield, uint64_t *sleep_max,
-                   uint64_t *probe_ns, int *mem, int *any) {
+/* The most eager options among clients with watches; what they watch. */
+struct bounds {
+  uint64_t spin, yield, sleep_max, probe;
+  uint32_t pct;
+  int mem, any;
+};
+
+static void bounds(struct bounds *b) {
   struct uvcuda__queue *cq;
-  *spin = *yield = *sleep_max = *probe_ns = UINT64_MAX;
-  *mem = *any = 0;
+  b->spin = b->yield = b->sleep_max = b->probe = UINT64_MAX;
+  b->pct = 100;
+  b->mem = b->any = 0;
   uvcuda__queue_foreach(cq, &clients) {
     struct uvcuda__rclient *c = client_of(cq);
     int m = !uvcuda__queue_empty(&c->armed);
     if (!m && uvcuda__queue_empty(&c->probed)) continue;
-    *mem |= m;
-    *any = 1;
-    if (c->spin_ns < *spin) *spin = c->spin_ns;
-    if (c->yield_ns < *yield) *yield = c->yield_ns;
-    if (c->sleep_max_ns < *sleep_max) *sleep_max = c->sleep_max_ns;
-    if (c->probe_ns < *probe_ns) *probe_ns = c->probe_ns;
+    b->mem |= m;
+    b->any = 1;
+    if (c->spin_ns < b->spin) b->spin = c->spin_ns;
+    if (c->yield_ns < b->yield) b->yield = c->yield_ns;
+    if (c->sleep_max_ns < b->sleep_max) b->sleep_max = c->sleep_max_ns;
+    if (c->probe_ns < b->probe) b->probe = c->probe_ns;
+    if (c->pct < b->pct) b->pct = c->pct;
   }
+}
+
+static void plan_params(const struct bounds *b, struct uvcuda__plan_params *p) {
+  p->lead_ns = uvcuda__plan_lead(&late);
+  p->floor_ns = uvcuda__plan_floor(p->lead_ns);
+  p->sleep_max_ns = b->sleep_max;
+  p->pct = b->pct;
 }
 
 /* After dropping mu for a moment: a loop thread waiting for it gets it. */
@@ -242,106 +277,68 @@ static void step_aside(void) {
     cpu_relax();
 }
 
-/* The clients' near pre-wake timers, as their loops last asked. Caller
- * holds mu: a client's fd is closed only after it detached, under mu. */
-static void set_timers(void) {
-#ifdef __linux__
-  struct uvcuda__queue *cq;
-  uvcuda__queue_foreach(cq, &clients) {
-    struct uvcuda__rclient *c = client_of(cq);
-    if (c->wake_want == c->wake_set || c->tfd < 0) continue;
-    uvcuda__timerfd_set(c->tfd, c->wake_want);
-    c->wake_set = c->wake_want;
-  }
-#endif
-}
-
-/* How long the reactor busy-polls once nothing is watched, before it
- * parks: the smallest spin_ns of the clients. Futures often come back to
- * back (a callback starts the next one), and an arm that finds the
- * reactor parked pays a futex wake on the loop thread, one per future. */
-static uint64_t linger_ns(void) {
-  struct uvcuda__queue *cq;
-  uint64_t ns = UINT64_MAX;
-  uvcuda__queue_foreach(cq, &clients) {
-    if (client_of(cq)->spin_ns < ns) ns = client_of(cq)->spin_ns;
-  }
-  return ns == UINT64_MAX ? 0 : ns;
+/* This thread's CPU time so far. */
+static uint64_t own_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void reactor_main(void *arg) {
   struct rthread *me = arg;
-  uint64_t last_progress, next_probe, now, spin, yield, sleep_max, probe_ns;
-  uint64_t sleep_ns = 0, idle_since = 0;
-  int mem, any, self_free, idle = 0;
+  struct bounds b;
+  uint64_t next_probe, now, next, deadline;
+  int self_free;
 
 #if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "uvcuda-reactor"); /* top -H, gdb */
 #endif
+#ifdef __linux__
+  /* Timed waits end when asked, not up to 50 us later (the default
+   * slack): a plan aims its looks at a predicted window. */
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
   pthread_mutex_lock(&mu);
-  last_progress = uv_hrtime();
-  next_probe = last_progress;
+  next_probe = 0; /* a probe interval after the first pass */
   while (me == cur) {
     ring_on_fault();
-    set_timers();
-    bounds(&spin, &yield, &sleep_max, &probe_ns, &mem, &any);
-    if (!any) {
-      now = uv_hrtime();
-      if (!idle) idle_since = now;
-      idle = 1;
-      if (now - idle_since < linger_ns()) {
-        pthread_mutex_unlock(&mu);
-        step_aside();
-        pthread_mutex_lock(&mu);
-        continue;
-      }
-      idle = 0;
+    bounds(&b);
+    if (!b.any) {
       parked = 1;
+      pp_valid = 0;
+      used.sleeps++;
       pthread_cond_wait(&cond, &mu);
       if (me != cur) break;
       parked = 0;
-      last_progress = uv_hrtime();
-      next_probe = last_progress;
-      sleep_ns = 0;
+      next_probe = 0;
       continue;
     }
-    idle = 0;
-    if (kicked) {
-      kicked = 0;
-      last_progress = uv_hrtime();
-      sleep_ns = 0;
-    }
-    if (scan()) {
-      last_progress = uv_hrtime();
-      sleep_ns = 0;
-    }
+    plan_params(&b, &pp);
+    pp_valid = 1;
     now = uv_hrtime();
+    if (next_probe == 0) next_probe = now + b.probe;
+    next = b.mem ? scan(now) : UINT64_MAX;
     if (now >= next_probe) {
-      probe(me, &me->pl, now, probe_ns);
-      next_probe = now + probe_ns;
+      probe(me, &me->pl, now, b.probe);
+      next_probe = now + b.probe;
       continue; /* mu was dropped: look at the clients again */
     }
-    if (!mem) { /* only host functions: nothing to read */
-      timed_wait(me, next_probe - now);
-      continue;
-    }
-    if (now - last_progress < spin) {
+    deadline = next < next_probe ? next : next_probe;
+    if (now - last_arm < b.spin || deadline <= now + pp.lead_ns) {
       pthread_mutex_unlock(&mu);
       step_aside();
       pthread_mutex_lock(&mu);
-    } else if (now - last_progress < yield) {
+    } else if (now - last_arm < b.yield) {
       pthread_mutex_unlock(&mu);
       sched_yield();
       step_aside();
       pthread_mutex_lock(&mu);
     } else {
-      sleep_ns = sleep_ns ? sleep_ns * 2 : 10000;
-      if (sleep_ns > sleep_max) sleep_ns = sleep_max;
-      if (sleep_ns > next_probe - now) sleep_ns = next_probe - now;
-      timed_wait(me, sleep_ns);
+      timed_wait(me, deadline - pp.lead_ns);
     }
   }
   self_free = me->detached; /* else its joiner frees it */
+  used.cpu_ns += own_cpu_ns();
   pthread_mutex_unlock(&mu);
   free(me->pl.v);
   if (self_free) free(me);
@@ -358,8 +355,6 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   atomic_init(&c->held, 0);
   atomic_init(&c->polling, 0);
   atomic_init(&c->sent, 0);
-  c->tfd = -1;
-  c->wake_want = c->wake_set = 0;
   lock_loopside();
   /* No reactor (the last loop left, its thread retired or still ending):
    * start one here, so that a refusal is this attach's error and never a
@@ -367,7 +362,7 @@ int uvcuda__reactor_attach(struct uvcuda__rclient *c) {
   if (cur == NULL) {
     struct rthread *t = calloc(1, sizeof(*t));
     seen_epoch = uvcuda__context_epoch();
-    kicked = sleeping = parked = 0;
+    sleeping = parked = pp_valid = 0;
     cur = t;
     /* Refused (EAGAIN: out of threads or memory for a stack): exhausted
      * resources, the documented UVCUDA_ENOMEM. */
@@ -408,7 +403,7 @@ void uvcuda__reactor_detach(struct uvcuda__rclient *c) {
   if (--users == 0 && cur != NULL) {
     join = cur;
     cur = NULL;
-    kicked = sleeping = parked = 0;
+    sleeping = parked = pp_valid = 0;
     pthread_cond_broadcast(&cond);
     if (join->in_driver) {
       join->detached = 1;
@@ -430,32 +425,41 @@ void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c) {
 
 void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
                            uint64_t threshold) {
+  struct uvcuda__plan_params own;
+  uint64_t now;
+
   uvcuda__queue_remove(&w->node); /* from armed, probed or fired */
   if (threshold == 0) return;
   w->threshold = threshold;
+  w->after_ns = w->since_ns; /* nothing is done before it starts */
+  w->seen_ns = 0;
+  w->early = 0;
   if (w->host == NULL) {
     uvcuda__queue_insert_tail(&c->probed, &w->node);
     if (parked) pthread_cond_signal(&cond);
     return; /* only probed: the probe interval paces it */
   }
   uvcuda__queue_insert_tail(&c->armed, &w->node);
-  kicked = 1;
-  /* Wake only a waiting reactor: a spinning one sees the new entry on its
-   * next pass, and signalling it each time costs the loop a syscall. */
-  if (parked || sleeping) pthread_cond_signal(&cond);
-}
-
-void uvcuda__reactor_wake_at(struct uvcuda__rclient *c, uint64_t at) {
-  c->wake_want = at;
-  /* An arm of this batch (kicked) woke it already. */
-  if (!kicked && (parked || sleeping)) {
-    kicked = 1;
+  now = uv_hrtime();
+  last_arm = now;
+  if (parked) {
     pthread_cond_signal(&cond);
+    return;
   }
-}
-
-void uvcuda__reactor_wake_set(struct uvcuda__rclient *c, uint64_t at) {
-  c->wake_want = c->wake_set = at;
+  if (!sleeping) return; /* it sees the new entry on its next pass */
+  /* Asleep: wake it only if this watch wants a look before it wakes, or
+   * the options' spin phase follows each arm. The last pass's parameters
+   * are the most eager of every client's then; this client's own, with
+   * the lateness learnt, where the reactor has made no pass yet. */
+  if (!pp_valid) {
+    own.lead_ns = uvcuda__plan_lead(&late);
+    own.floor_ns = uvcuda__plan_floor(own.lead_ns);
+    own.sleep_max_ns = c->sleep_max_ns;
+    own.pct = c->pct;
+  }
+  if (c->spin_ns > 0 || c->yield_ns > 0 ||
+      uvcuda__plan_next(w, now, pp_valid ? &pp : &own) < wake_at)
+    pthread_cond_signal(&cond);
 }
 
 void uvcuda__reactor_sync_end(struct uvcuda__rclient *c) {
@@ -467,6 +471,22 @@ void uvcuda__reactor_take_fired(struct uvcuda__rclient *c,
                                 struct uvcuda__queue *out) {
   lock_loopside();
   uvcuda__queue_move(&c->fired, out);
+  pthread_mutex_unlock(&mu);
+}
+
+void uvcuda__reactor_usage(struct uvcuda__reactor_usage *u) {
+  pthread_once(&once, init_once);
+  lock_loopside();
+  *u = used;
+#ifdef __linux__
+  if (cur != NULL) { /* the running thread's CPU, read from here */
+    clockid_t cid;
+    struct timespec ts;
+    if (pthread_getcpuclockid(cur->t, &cid) == 0 &&
+        clock_gettime(cid, &ts) == 0)
+      u->cpu_ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  }
+#endif
   pthread_mutex_unlock(&mu);
 }
 

@@ -1,8 +1,9 @@
 /* The reactor: one thread per process that reads the counters of armed
  * watches and rings the owning loop's uv_async_t once one has passed its
- * threshold; it also probes, every probe interval, the CUDA contexts of the
- * watches it holds, and rings every loop with work in flight when any
- * context turns faulted. */
+ * threshold; it also probes, every probe interval, the CUDA contexts of
+ * the watches it holds, and rings every loop with work in flight when any
+ * context turns faulted. Between looks it sleeps until the earliest next
+ * look any watch's plan asks for (plan.h); with nothing watched it parks. */
 #ifndef UVCUDA_REACTOR_H
 #define UVCUDA_REACTOR_H
 
@@ -36,15 +37,19 @@ struct uvcuda__rclient {
    * otherwise leave a loop with nothing to do with a readable backend fd,
    * which an embedder waiting on that fd spins on. */
   atomic_int sent;
-  /* The loop's pre-wake timerfd (adapt.h; -1: none, set before listen).
-   * The loop asks for a near expiry in a batch (wake_at); the reactor
-   * makes the timerfd_settime call, which cost the loop thread 1.6 to 2.3
-   * µs per pre-woken future (H100, run 19), and it runs anyway. A far one
-   * the loop sets itself, in the batch (wake_set). Under the lock. */
-  int tfd;
-  uint64_t wake_want, wake_set; /* absolute uv_hrtime() ns, 0: disarmed */
-  uint64_t spin_ns, yield_ns, sleep_max_ns, probe_ns; /* back-off */
-  int timing; /* stamp watches' seen_ns */
+  /* Options (uvcuda_options_t): busy-poll and yield phases after an arm,
+   * the longest back-off step and its share of the wait, the probe
+   * interval. With several loops the reactor takes the most eager. */
+  uint64_t spin_ns, yield_ns, sleep_max_ns, probe_ns;
+  uint32_t pct;
+};
+
+/* What the reactor has cost so far, over every reactor thread of the
+ * process (it retires with its last loop and a later loop starts one). */
+struct uvcuda__reactor_usage {
+  uint64_t polls;  /* passes that read the armed counters */
+  uint64_t sleeps; /* timed waits and parks */
+  uint64_t cpu_ns; /* the threads' CPU time */
 };
 
 /* Starts the thread for the first client. Loop thread. */
@@ -57,24 +62,22 @@ void uvcuda__reactor_listen(struct uvcuda__rclient *c);
  * joins the thread. Loop thread. */
 void uvcuda__reactor_detach(struct uvcuda__rclient *c);
 
-/* Watch changes come in batches, under the reactor lock:
- * begin; watch(w, threshold) or watch(w, 0) to stop watching w; end. */
+/* Watch changes come in batches, under the reactor lock: begin; watch(w,
+ * threshold) with w's plan fields set, or watch(w, 0) to stop watching w;
+ * end. An arm wakes the reactor if its plan asks for a look before the
+ * reactor would wake anyway. */
 void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c);
 void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
                            uint64_t threshold);
 void uvcuda__reactor_sync_end(struct uvcuda__rclient *c);
-/* In a batch, after its watches: c's timerfd is to expire at `at`
- * (absolute uv_hrtime() ns, never 0; in the past: at once). The reactor
- * sets it on its next pass. (A disarm the loop makes itself: wake_set.) */
-void uvcuda__reactor_wake_at(struct uvcuda__rclient *c, uint64_t at);
-/* In a batch: the loop set c's timerfd to `at` itself (0: disarmed); the
- * reactor leaves it as it is. */
-void uvcuda__reactor_wake_set(struct uvcuda__rclient *c, uint64_t at);
 
 /* Moves c's fired watches onto `out` (each stays off the reactor's queues
  * once the caller unlinks it from `out`). */
 void uvcuda__reactor_take_fired(struct uvcuda__rclient *c,
                                 struct uvcuda__queue *out);
+
+/* The process's reactor costs so far. Any thread. */
+void uvcuda__reactor_usage(struct uvcuda__reactor_usage *u);
 
 int uvcuda__reactor_running(void); /* tests: the thread exists */
 

@@ -286,21 +286,30 @@ int uvcuda__tl_stale(const struct uvcuda__timeline *tl) {
   return quiescent(tl) ? UVCUDA__TL_STALE : 0;
 }
 
+/* A sighting this close after a look that found the work not done is
+ * exact: whoever saw it was polling. */
+#define EXACT_GAP_NS 2000u
+
 /* Adaptive spin: the first future a harvest finds done is a sample, from
  * its start (or its predecessor's end, if later) to when it was seen. The
- * ones found with it ended at some unknown earlier time: no sample. */
+ * ones found with it ended at some unknown earlier time: no sample.
+ * `after` (0: none) is the last look that found it not done, so the work
+ * ended in (after, seen]; `early`: seen at the first look inside its
+ * predicted window. */
 static void learn(struct uvcuda__timeline *tl, uvcuda_future_t *f,
-                  uint64_t seen) {
+                  uint64_t seen, uint64_t after, int early) {
   struct uvcuda__predict *p = &tl->pred;
   uint64_t from = f->start_ns_ > p->last_ns ? f->start_ns_ : p->last_ns;
   uint64_t d = seen > from ? seen - from : 0;
-  /* Done before the loop was there to see it: `seen` is only a bound (a
-   * sleeping reactor's, or the wake-up's), so the estimate moves earlier
-   * by a deviation instead of later. */
-  if (f->adapt_ == UVCUDA__ADAPT_PENDING && p->n > 0) {
+  if ((early || f->adapt_ == UVCUDA__ADAPT_PENDING) && p->n > 0) {
+    /* Done before the first look of its window: `seen` is only a bound,
+     * so the estimate moves earlier by a deviation instead of later. */
     uint64_t step = p->dev_ns > 2000u ? p->dev_ns : 2000u;
     d = d < p->mean_ns ? d : p->mean_ns;
     d = d > step ? d - step : 0;
+  } else if (after > from && seen > after + EXACT_GAP_NS) {
+    /* Seen by a reactor backing off: it ended between two looks. */
+    d = after + (seen - after) / 2 - from;
   }
   if (d > 0) uvcuda__predict_add(p, d);
   p->last_ns = seen;
@@ -318,8 +327,13 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
     f = future_of(uvcuda__queue_head(&tl->futures));
     if (!passed(tl, f->seq_)) break;
     if (want_seen && seen == 0) {
-      seen = tl->seen_ns ? tl->seen_ns : uv_hrtime(); /* else seen now */
-      if (set->adaptive) learn(tl, f, seen);
+      if (tl->seen_ns != 0) { /* a wake source's sighting */
+        seen = tl->seen_ns;
+        if (set->adaptive) learn(tl, f, seen, tl->after_ns, tl->seen_early);
+      } else { /* the loop's own look: now */
+        seen = uv_hrtime();
+        if (set->adaptive) learn(tl, f, seen, 0, 0);
+      }
     }
     f->seen_ns_ = seen;
     if (f->state_ == UVCUDA_FUTURE_SPINNING || f->adapt_ == UVCUDA__ADAPT_HOT)
@@ -344,7 +358,8 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
                              : 0);
     n++;
   }
-  tl->seen_ns = 0;
+  tl->seen_ns = tl->after_ns = 0;
+  tl->seen_early = 0;
   if (n > 0) {
     if (set->adaptive && seen) tl->pred.last_ns = seen;
     uvcuda__tl_touch(set, tl);

@@ -44,6 +44,11 @@ struct uvcuda__timeline {
   struct uvcuda__queue futures;   /* pending, in stream order */
   uint64_t armed;                 /* pending futures in state ARMED */
   uint64_t seen_ns;               /* when a wake source saw it pass, or 0 */
+  /* With a reactor's sighting (seen_ns): its look before, which found the
+   * work not done, and whether the sighting was the first look inside a
+   * predicted window (watch.h). */
+  uint64_t after_ns;
+  int seen_early;
   unsigned stamp;                 /* the spin pass that polled it */
   struct uvcuda__watch watch;     /* the reactor's */
   uint64_t watched;               /* the threshold the reactor holds; 0: none */
@@ -156,6 +161,13 @@ void uvcuda__tl_reap(struct uvcuda__tlset *set, uint64_t now,
 /* Loop close: frees every timeline; counters with writes due drain in
  * their context's pool. No watch may be left. */
 void uvcuda__tl_free_all(struct uvcuda__tlset *set);
+
+/* tl's first pending future (its watch waits for it); tl has one. */
+static inline uvcuda_future_t *uvcuda__tl_head(
+    const struct uvcuda__timeline *tl) {
+  return uvcuda__queue_data(uvcuda__queue_head(&tl->futures), uvcuda_future_t,
+                            tl_node_);
+}
 
 static inline struct uvcuda__timeline *uvcuda__tl_of_watch(
     struct uvcuda__watch *w) {

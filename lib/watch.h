@@ -1,7 +1,8 @@
-/* What the reactor watches: a counter and the value to wait for. The
- * reactor knows watches and the loops' clients, nothing above them; a loop
- * embeds one watch in each of its timelines and gets fired ones back on a
- * queue. */
+/* What the reactor watches: a counter, the value to wait for, and what the
+ * loop knows of the wait (plan.h turns that into the reactor's next look).
+ * The reactor knows watches and the loops' clients, nothing above them; a
+ * loop embeds one watch in each of its timelines and gets fired ones back
+ * on a queue. */
 #ifndef UVCUDA_WATCH_H
 #define UVCUDA_WATCH_H
 
@@ -16,8 +17,14 @@ struct uvcuda__watch {
   const void *host;          /* the counter; NULL: host functions, probe only */
   int mode;                  /* UVCUDA__COUNTER_MEM64 / _MEM32 */
   uint64_t threshold;        /* fires once the counter has passed it */
-  uint64_t seen_ns;          /* when it fired (UVCUDA_OPT_TIMING) */
   struct uvcuda__context *ctx; /* probed while the watch is armed */
+  /* The plan, set by the loop before each watch call (plan.h). */
+  uint64_t since_ns, due_ns, dev_ns, quiet_until_ns;
+  /* Set by the reactor: its last look that found the counter short (0:
+   * none yet), when it found it passed, and whether that was the first
+   * look inside a predicted window (the work ended before, unseen). */
+  uint64_t after_ns, seen_ns;
+  int early;
 };
 
 static inline void uvcuda__watch_init(struct uvcuda__watch *w,
@@ -26,8 +33,10 @@ static inline void uvcuda__watch_init(struct uvcuda__watch *w,
   w->host = NULL;
   w->mode = 0;
   w->threshold = 0;
-  w->seen_ns = 0;
   w->ctx = ctx;
+  w->since_ns = w->due_ns = w->dev_ns = w->quiet_until_ns = 0;
+  w->after_ns = w->seen_ns = 0;
+  w->early = 0;
 }
 
 #endif

@@ -1,0 +1,49 @@
+/* The plan of one watch (see plan.h). */
+#include "plan.h"
+
+#define US 1000u
+
+void uvcuda__plan_window(const struct uvcuda__watch *w,
+                         const struct uvcuda__plan_params *p, uint64_t *open,
+                         uint64_t *close) {
+  uint64_t lead;
+  *open = *close = 0;
+  if (w->due_ns == 0) return;
+  lead = p->lead_ns + w->dev_ns + 1 * US;
+  *open = w->due_ns > w->since_ns + lead ? w->due_ns - lead : w->since_ns;
+  *close = w->due_ns + 2 * w->dev_ns + 2 * US;
+}
+
+uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
+                           const struct uvcuda__plan_params *p) {
+  uint64_t open, close, waited, step;
+
+  if (now < w->quiet_until_ns) return w->quiet_until_ns;
+  uvcuda__plan_window(w, p, &open, &close);
+  if (now < open) return open;
+  if (now < close) return now; /* inside the window: every pass */
+  waited = now > w->since_ns ? now - w->since_ns : 0;
+  step = waited / 100u * p->pct;
+  if (step < p->floor_ns) step = p->floor_ns;
+  if (step > p->sleep_max_ns) step = p->sleep_max_ns;
+  return now + step;
+}
+
+int uvcuda__plan_early(const struct uvcuda__watch *w, uint64_t now,
+                       const struct uvcuda__plan_params *p) {
+  uint64_t open, close;
+  uvcuda__plan_window(w, p, &open, &close);
+  return w->due_ns != 0 && now >= open && w->after_ns < open;
+}
+
+uint64_t uvcuda__plan_lead(const struct uvcuda__predict *late) {
+  uint64_t lead;
+  if (late->n == 0) return UVCUDA__PLAN_LATE_INIT_NS;
+  lead = late->mean_ns + 2 * late->dev_ns;
+  return lead < UVCUDA__PLAN_LATE_MAX_NS ? lead : UVCUDA__PLAN_LATE_MAX_NS;
+}
+
+uint64_t uvcuda__plan_floor(uint64_t lead_ns) {
+  uint64_t f = 2 * lead_ns;
+  return f > UVCUDA__PLAN_FLOOR_NS ? f : UVCUDA__PLAN_FLOOR_NS;
+}

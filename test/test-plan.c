@@ -1,0 +1,152 @@
+/* The reactor's plan for one watch (lib/plan.h): when it looks next, with
+ * made-up times (no thread, no clock, no driver). Suite unit. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "plan.h"
+
+#define US 1000ull
+#define MS (1000ull * US)
+
+static const struct uvcuda__plan_params params = {
+    .lead_ns = 10 * US, .floor_ns = 20 * US, .sleep_max_ns = 1 * MS, .pct = 5};
+
+static struct uvcuda__watch watch(uint64_t since, uint64_t due, uint64_t dev,
+                                  uint64_t quiet) {
+  struct uvcuda__watch w;
+  uvcuda__watch_init(&w, NULL);
+  w.since_ns = since;
+  w.due_ns = due;
+  w.dev_ns = dev;
+  w.quiet_until_ns = quiet;
+  w.after_ns = since;
+  return w;
+}
+
+/* The loop polls a pre-woken future itself until its window ends. */
+static void no_look_while_the_loop_polls(void **state) {
+  struct uvcuda__watch w = watch(0, 0, 0, 700 * US);
+  (void)state;
+  assert_int_equal(uvcuda__plan_next(&w, 1 * US, &params), 700 * US);
+  assert_int_equal(uvcuda__plan_next(&w, 699 * US, &params), 700 * US);
+  /* After it: backing off, as for a wait nobody predicted. */
+  assert_int_equal(uvcuda__plan_next(&w, 800 * US, &params), 840 * US);
+}
+
+/* No prediction: the next look is 5 % of the time waited later, at least
+ * the floor, at most sleep_max. */
+static void unpredicted_waits_back_off_with_their_length(void **state) {
+  struct uvcuda__watch w = watch(1 * MS, 0, 0, 0);
+  (void)state;
+  assert_int_equal(uvcuda__plan_next(&w, 1 * MS + 20 * US, &params),
+                   1 * MS + 40 * US); /* floor */
+  assert_int_equal(uvcuda__plan_next(&w, 3 * MS, &params),
+                   3 * MS + 100 * US); /* 5 % of 2 ms */
+  assert_int_equal(uvcuda__plan_next(&w, 101 * MS, &params),
+                   102 * MS); /* 5 ms, capped at 1 ms */
+  /* A look before the wait began (clock order across threads): floor. */
+  assert_int_equal(uvcuda__plan_next(&w, 0, &params), 20 * US);
+}
+
+/* A predicted end: nothing before the window, every pass in it, back-off
+ * after it. */
+static void predicted_waits_are_looked_at_in_their_window(void **state) {
+  struct uvcuda__watch w = watch(0, 2 * MS, 10 * US, 0);
+  uint64_t open, close;
+  (void)state;
+  uvcuda__plan_window(&w, &params, &open, &close);
+  assert_int_equal(open, 2 * MS - 10 * US - 10 * US - 1 * US);
+  assert_int_equal(close, 2 * MS + 2 * 10 * US + 2 * US);
+  assert_int_equal(uvcuda__plan_next(&w, 1 * US, &params), open);
+  assert_int_equal(uvcuda__plan_next(&w, open - 1, &params), open);
+  assert_int_equal(uvcuda__plan_next(&w, open, &params), open);
+  assert_int_equal(uvcuda__plan_next(&w, close - 1, &params), close - 1);
+  assert_int_equal(uvcuda__plan_next(&w, close, &params),
+                   close + close / 20); /* 5 % of the time waited */
+  /* A window that would open before the wait began opens at its start. */
+  w = watch(5 * MS, 5 * MS + 5 * US, 10 * US, 0);
+  uvcuda__plan_window(&w, &params, &open, &close);
+  assert_int_equal(open, 5 * MS);
+  /* No prediction: no window. */
+  w = watch(0, 0, 0, 0);
+  uvcuda__plan_window(&w, &params, &open, &close);
+  assert_int_equal(open, 0);
+  assert_int_equal(close, 0);
+}
+
+/* Seen at the first look inside its window: the work ended before. */
+static void a_first_look_in_the_window_is_early(void **state) {
+  struct uvcuda__watch w = watch(0, 2 * MS, 10 * US, 0);
+  uint64_t open, close;
+  (void)state;
+  uvcuda__plan_window(&w, &params, &open, &close);
+  w.after_ns = open - 500 * US; /* the look before: a probe */
+  assert_true(uvcuda__plan_early(&w, open + 1 * US, &params));
+  w.after_ns = open + 1 * US; /* polled inside the window already */
+  assert_false(uvcuda__plan_early(&w, open + 2 * US, &params));
+  w = watch(0, 0, 0, 0); /* no prediction: never early */
+  assert_false(uvcuda__plan_early(&w, 3 * MS, &params));
+}
+
+/* A reactor that looks exactly when its plan says sees a wait that ended
+ * at `end` no later than max(floor, 5 % of the time waited) after it, with
+ * a number of looks that grows with the log of the wait. */
+static void backoff_latency_is_a_share_of_the_wait(void **state) {
+  static const uint64_t ends[] = {1 * US,   19 * US,  21 * US,  100 * US,
+                                  333 * US, 1 * MS,   2 * MS,   7 * MS,
+                                  20 * MS,  100 * MS, 1000 * MS};
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+    struct uvcuda__watch w = watch(0, 0, 0, 0);
+    uint64_t look = 20 * US, late, bound; /* the arm, after a 20 µs spin */
+    unsigned looks = 1;
+    while (look < ends[i]) {
+      look = uvcuda__plan_next(&w, look, &params);
+      looks++;
+    }
+    late = look - ends[i];
+    bound = look / 20 > params.floor_ns ? look / 20 : params.floor_ns;
+    if (bound > params.sleep_max_ns) bound = params.sleep_max_ns;
+    if (late > bound)
+      fail_msg("a wait of %llu ns seen %llu ns late (bound %llu)",
+               (unsigned long long)ends[i], (unsigned long long)late,
+               (unsigned long long)bound);
+    /* 20 µs steps to 400 µs, then 5 % steps to 20 ms, then 1 ms. */
+    if (ends[i] == 100 * MS && looks > 200)
+      fail_msg("%u looks for a 100 ms wait", looks);
+  }
+}
+
+static void lead_and_floor_follow_the_lateness(void **state) {
+  struct uvcuda__predict late = {0};
+  uint64_t lead;
+  (void)state;
+  assert_int_equal(uvcuda__plan_lead(&late), UVCUDA__PLAN_LATE_INIT_NS);
+  uvcuda__predict_add(&late, 4 * US);
+  uvcuda__predict_add(&late, 4 * US);
+  lead = uvcuda__plan_lead(&late);
+  assert_true(lead >= 4 * US && lead < UVCUDA__PLAN_LATE_INIT_NS);
+  assert_int_equal(uvcuda__plan_floor(lead), UVCUDA__PLAN_FLOOR_NS);
+  assert_int_equal(uvcuda__plan_floor(30 * US), 60 * US);
+  /* A stalled machine cannot teach a lead beyond the cap. */
+  uvcuda__predict_add(&late, 10 * MS);
+  uvcuda__predict_add(&late, 10 * MS);
+  assert_true(uvcuda__plan_lead(&late) <= UVCUDA__PLAN_LATE_MAX_NS);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(no_look_while_the_loop_polls),
+      cmocka_unit_test(unpredicted_waits_back_off_with_their_length),
+      cmocka_unit_test(predicted_waits_are_looked_at_in_their_window),
+      cmocka_unit_test(a_first_look_in_the_window_is_early),
+      cmocka_unit_test(backoff_latency_is_a_share_of_the_wait),
+      cmocka_unit_test(lead_and_floor_follow_the_lateness),
+  };
+  return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
+}
