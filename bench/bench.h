@@ -139,7 +139,11 @@ typedef struct {
 
 void cpu_begin(cpu_t *c);
 void cpu_end(cpu_t *c);
+/* CPU time of uvcuda's reactor thread, us; NAN if there is none. The _now
+ * form keeps the thread found (cheap per sample) and says which it read:
+ * a difference across two threads means nothing. */
 double reactor_cpu_us(void);
+double reactor_cpu_now_us(unsigned *tid);
 
 /* ---- result rows, their statistics and the CSV (rows.c) ----------------- */
 
@@ -150,7 +154,8 @@ typedef struct {
   double param;
   int n; /* samples behind the numbers; 0: nothing measured */
   double p50, p90, p99, mean, loop_cpu, proc_cpu;
-  double reactor_cpu; /* idle: the reactor thread's CPU, us per s */
+  /* The reactor thread's CPU: us per op (idle: per s); NAN: none. */
+  double reactor_cpu;
   /* uvcuda_future_timing medians, us from start (runs with r->timing) */
   double ph_enq, ph_seen, ph_deliver; /* deliver: seen -> callback */
   char extra[512];
@@ -298,6 +303,8 @@ typedef struct {
   double *ph;  /* phases (r->timing), 3 x cap; NULL: none */
   int cap, k;
   double thr, proc; /* CPU us summed over the k samples */
+  double rct;       /* the reactor's, over rct_n of them */
+  int rct_n;
 } acc_t;
 int acc_init(acc_t *a, int n, int timing);
 /* warmup untimed samples, then up to n timed ones appended to a; notes to

@@ -17,7 +17,7 @@ int csv_open(const char *path) {
   if (csv == NULL) return -1;
   fprintf(csv, "section,method,workload,param,samples,p50_us,p90_us,"
                "p99_us,mean_us,loop_cpu_us_per_op,proc_cpu_us_per_op,"
-               "extra\n");
+               "reactor_cpu_us_per_op,extra\n");
   fflush(csv);
   return 0;
 }
@@ -141,6 +141,7 @@ void row_emit(row_t *w) {
   csv_num(w->mean);
   csv_num(w->loop_cpu);
   csv_num(w->proc_cpu);
+  csv_num(strcmp(w->section, "idle") == 0 ? NAN : w->reactor_cpu);
   fprintf(csv, ",%s\n", extra);
   fflush(csv);
 }
@@ -183,17 +184,19 @@ const char *asleep_str(const row_t *w) {
 }
 
 void lat_table_head(const char *first) {
-  printf("  %-20s %8s %8s %8s %8s %9s %9s %6s  %s\n", first, "p50", "p90",
-         "p99", "mean", "loopCPU", "procCPU", "asleep", "paths / notes");
+  printf("  %-20s %8s %8s %8s %8s %9s %9s %8s %6s  %s\n", first, "p50", "p90",
+         "p99", "mean", "loopCPU", "procCPU", "rctCPU", "asleep",
+         "paths / notes");
 }
 
 void lat_table_row(const char *label, const row_t *w, const char *paths) {
-  char a[32], b[32], c[32], d[32], e[32], f[32];
-  printf("  %-20s %8s %8s %8s %8s %9s %9s %6s  %s%s%s\n", label,
+  char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+  printf("  %-20s %8s %8s %8s %8s %9s %9s %8s %6s  %s%s%s\n", label,
          fmt_num(a, sizeof(a), w->p50, 1), fmt_num(b, sizeof(b), w->p90, 1),
          fmt_num(c, sizeof(c), w->p99, 1), fmt_num(d, sizeof(d), w->mean, 1),
          fmt_num(e, sizeof(e), w->loop_cpu, 1),
-         fmt_num(f, sizeof(f), w->proc_cpu, 1), asleep_str(w),
+         fmt_num(f, sizeof(f), w->proc_cpu, 1),
+         fmt_num(g, sizeof(g), w->reactor_cpu, 1), asleep_str(w),
          paths ? paths : "", w->note[0] && paths ? "  " : "", w->note);
 }
 

@@ -241,6 +241,7 @@ void acc_row(acc_t *a, row_t *w) {
     w->loop_cpu = a->thr / k;
     w->proc_cpu = a->proc / k;
   }
+  if (a->rct_n > 0) w->reactor_cpu = a->rct / a->rct_n;
 }
 
 int measure_into(run_t *r, int warmup, int n, acc_t *a, row_t *w) {
@@ -248,6 +249,8 @@ int measure_into(run_t *r, int warmup, int n, acc_t *a, row_t *w) {
   int i, rc = 0, cap = a->cap;
   uint64_t ns = 0;
   cpu_t c0, c1;
+  double r0 = NAN, r1 = NAN;
+  unsigned tid0 = 0, tid1 = 0;
 
   if (n > cap - a->k) n = cap - a->k;
   for (i = 0; i < warmup + n; i++) {
@@ -256,9 +259,11 @@ int measure_into(run_t *r, int warmup, int n, acc_t *a, row_t *w) {
       break;
     }
     if ((rc = run_prep(r)) == 0) {
+      if (r->m->ops == &uvcuda_ops) r0 = reactor_cpu_now_us(&tid0);
       cpu_begin(&c0);
       rc = run_sample(r, &ns);
       cpu_end(&c1);
+      if (r->m->ops == &uvcuda_ops) r1 = reactor_cpu_now_us(&tid1);
       if (rc == -1)
         snprintf(r->err, sizeof(r->err), "TIMEOUT: no completion after %.1f s",
                  (double)r->timeout_ns / 1e9);
@@ -297,6 +302,12 @@ int measure_into(run_t *r, int warmup, int n, acc_t *a, row_t *w) {
       a->lat[k] = (double)ns / 1e3;
       a->thr += c1.thr - c0.thr;
       a->proc += c1.proc - c0.proc;
+      if (!isnan(r0) && !isnan(r1) && tid0 == tid1) {
+        a->rct += r1 - r0;
+        a->rct_n++;
+      } else if (r->m->ops == &uvcuda_ops && isnan(r0) && isnan(r1)) {
+        a->rct_n++; /* no reactor (POLL): it spent nothing */
+      }
     }
   }
   return rc ? -1 : 0;

@@ -76,22 +76,25 @@ static void stats_sub(uvcuda_stats_t *d, const uvcuda_stats_t *a,
 }
 
 static void adapt_head(void) {
-  printf("  %-16s %8s %8s %8s %8s %8s %9s %6s %6s %6s %6s %8s %8s  %s\n",
+  printf("  %-16s %8s %8s %8s %8s %8s %9s %8s %8s %6s %6s %6s %6s %8s %8s  "
+         "%s\n",
          "method", "p50", "p90", "p99", "mean", "loopCPU", "cpu%wait",
-         "predict", "hit", "early", "late", "prewakes", "spin/op",
-         "paths / notes");
+         "procCPU", "rctCPU", "predict", "hit", "early", "late", "prewakes",
+         "spin/op", "paths / notes");
 }
 
 /* d: the timed samples' stats (uvcuda runs), else NULL. */
 static void adapt_print(const row_t *w, const uvcuda_stats_t *d,
                         const char *paths) {
-  char a[32], b[32], c[32], e[32], f[32], g[32], h[32];
+  char a[32], b[32], c[32], e[32], f[32], g[32], h[32], i[32], j[32];
   double pct = 100 * w->loop_cpu / w->mean;
-  printf("  %-16s %8s %8s %8s %8s %8s %9s", w->method,
+  printf("  %-16s %8s %8s %8s %8s %8s %9s %8s %8s", w->method,
          fmt_num(a, sizeof(a), w->p50, 1), fmt_num(b, sizeof(b), w->p90, 1),
          fmt_num(c, sizeof(c), w->p99, 1), fmt_num(e, sizeof(e), w->mean, 1),
          fmt_num(f, sizeof(f), w->loop_cpu, 1),
-         fmt_num(g, sizeof(g), w->n ? pct : NAN, 1));
+         fmt_num(g, sizeof(g), w->n ? pct : NAN, 1),
+         fmt_num(i, sizeof(i), w->proc_cpu, 1),
+         fmt_num(j, sizeof(j), w->reactor_cpu, 1));
   if (d && w->n)
     printf(" %6" PRIu64 " %6" PRIu64 " %6" PRIu64 " %6" PRIu64 " %8" PRIu64
            " %8s", d->predicted, d->predict_hit, d->predict_early,
@@ -298,7 +301,8 @@ static void adapt_workload(int ai, const uint64_t *lens, int nlens) {
 }
 
 /* A matrix of the section's rows: one line per method, a cell per
- * workload. */
+ * workload: p50/p99 (cpu 0), the loop's CPU per op and its share of the
+ * wait (1), or the process's and the reactor's CPU per op (2). */
 static void adapt_matrix(const char *title, int cpu) {
   char a[32], b[32], cell[48];
   int ai, j;
@@ -311,6 +315,9 @@ static void adapt_matrix(const char *title, int cpu) {
       const row_t *w =
           row_find("adapt", METHODS[ORDER[j]].name, AWL[ai].wl.name, NAN);
       if (w == NULL || w->n == 0) snprintf(cell, sizeof(cell), "-");
+      else if (cpu == 2)
+        snprintf(cell, sizeof(cell), "%s/%s", fmt_num(a, sizeof(a), w->proc_cpu, 1),
+                 fmt_num(b, sizeof(b), w->reactor_cpu, 1));
       else if (cpu)
         snprintf(cell, sizeof(cell), "%s(%s%%)",
                  fmt_num(a, sizeof(a), w->loop_cpu, 1),
@@ -357,4 +364,5 @@ void section_adapt(void) {
   free(lens);
   adapt_matrix("p50/p99 latency, us", 0);
   adapt_matrix("loop thread CPU per op, us (% of the mean wait)", 1);
+  adapt_matrix("process / reactor thread CPU per op, us", 2);
 }

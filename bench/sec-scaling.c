@@ -10,11 +10,12 @@
 #include <unistd.h>
 
 static void scaling_row_print(const row_t *w) {
-  char a[32], b[32], c[32], d[32];
-  printf("  %-14s %8.0f %9s %9s %9s %9s  %s\n", w->method, w->param,
+  char a[32], b[32], c[32], d[32], e[32], f[32];
+  printf("  %-14s %8.0f %9s %9s %9s %9s %9s %8s  %s\n", w->method, w->param,
          fmt_num(a, sizeof(a), w->p50, 1), fmt_num(b, sizeof(b), w->p90, 1),
          fmt_num(c, sizeof(c), w->p99, 1), fmt_num(d, sizeof(d), w->loop_cpu, 1),
-         w->extra);
+         fmt_num(e, sizeof(e), w->proc_cpu, 1),
+         fmt_num(f, sizeof(f), w->reactor_cpu, 1), w->extra);
   fflush(stdout);
 }
 
@@ -328,8 +329,8 @@ void section_scaling(void) {
                  "uvcuda-auto: N futures spread over the held streams "
                  "(cuStreamWaitValue32) of the scaling contexts; "
                  "hostfn-async: N idle uv_async_t handles on the loop");
-  printf("  %-14s %8s %9s %9s %9s %9s  %s\n", "method", "N", "p50", "p90",
-         "p99", "loopCPU", "notes");
+  printf("  %-14s %8s %9s %9s %9s %9s %9s %8s  %s\n", "method", "N", "p50",
+         "p90", "p99", "loopCPU", "procCPU", "rctCPU", "notes");
   scaling_uvcuda(Ns, nN);
   if (!bench.sim && Ns[nN - 1] < 100000)
     printf("  %-14s %8d  not run: beyond what %d held hardware queues take "

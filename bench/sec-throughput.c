@@ -67,10 +67,13 @@ static void tput_run(const method_t *m, int kind, const char *label) {
   int rounds = bench.opt.quick ? 1 : 5, nf = NFLIGHT, rd, i, rc = 0, k = 0;
   int done = 0;
   double *lat = NULL, thr = 0, proc = 0, wall = 0, cps = NAN, over = NAN;
-  char a[32], b[32], c[32], d[32], e[32], paths[160] = "-";
+  char a[32], b[32], c[32], d[32], e[32], f[32], paths[160] = "-";
   const row_t *base;
   uint64_t t0, t1;
   cpu_t c0, c1;
+  double rct = 0, q0 = NAN, q1 = NAN;
+  unsigned tid0 = 0, tid1 = 0;
+  int rct_ok = kind == TP_UVCUDA;
   CUresult q;
   tput_t *r;
   row_t w;
@@ -126,6 +129,7 @@ static void tput_run(const method_t *m, int kind, const char *label) {
     if (LOOP(r)) uv_run(LOOP(r), UV_RUN_NOWAIT);
     r->tdone = r->terr = 0;
     atomic_store(&r->tsync_err, 0);
+    if (kind == TP_UVCUDA) q0 = reactor_cpu_now_us(&tid0);
     cpu_begin(&c0);
     t0 = uv_hrtime();
     for (i = 0; i < nf && rc == 0; i++) {
@@ -163,6 +167,7 @@ static void tput_run(const method_t *m, int kind, const char *label) {
       rc = wait_count(LOOP(r), &r->tdone, nf, 30 * SEC);
     t1 = uv_hrtime();
     cpu_end(&c1);
+    if (kind == TP_UVCUDA) q1 = reactor_cpu_now_us(&tid1);
     if (rc) {
       row_note(&w, "error: TIMEOUT after 30 s with %d of %d complete", r->tdone,
                nf);
@@ -182,6 +187,8 @@ static void tput_run(const method_t *m, int kind, const char *label) {
     wall += (double)(t1 - t0) / 1e3;
     thr += c1.thr - c0.thr;
     proc += c1.proc - c0.proc;
+    if (rct_ok && !isnan(q0) && !isnan(q1) && tid0 == tid1) rct += q1 - q0;
+    else if (rct_ok && !(isnan(q0) && isnan(q1))) rct_ok = 0;
     if (kind != TP_RAW)
       for (i = 0; i < nf; i++) lat[k++] = (double)(r->te[i] - r->ts[i]) / 1e3;
   }
@@ -190,6 +197,7 @@ static void tput_run(const method_t *m, int kind, const char *label) {
     else w.n = done;
     w.loop_cpu = thr / done;
     w.proc_cpu = proc / done;
+    if (rct_ok) w.reactor_cpu = rct / done;
     cps = done / (wall / 1e6);
     row_extra(&w, "completions_per_s=%.0f;completions=%d;streams=%d;"
               "in_flight=%d", cps, done, NTP, nf);
@@ -226,9 +234,10 @@ out:
   base = row_find("throughput", "raw-launch", "empty", NFLIGHT);
   if (base && base != row_last() && base->n && w.n)
     over = w.proc_cpu - base->proc_cpu;
-  printf("  %-16s %13s %9s %9s %12s %9s  %s%s%s\n", label,
+  printf("  %-16s %13s %9s %9s %9s %12s %9s  %s%s%s\n", label,
          fmt_num(a, sizeof(a), cps, 0), fmt_num(b, sizeof(b), w.proc_cpu, 2),
-         fmt_num(c, sizeof(c), w.loop_cpu, 2), fmt_num(d, sizeof(d), over, 2),
+         fmt_num(c, sizeof(c), w.loop_cpu, 2),
+         fmt_num(f, sizeof(f), w.reactor_cpu, 2), fmt_num(d, sizeof(d), over, 2),
          fmt_num(e, sizeof(e), w.p50, 0), paths, w.note[0] ? "  " : "",
          w.note);
   fflush(stdout);
@@ -239,12 +248,13 @@ void section_throughput(void) {
   int j;
 
   section_header("throughput: 10000 `empty` kernels in flight over 64 streams",
-                 "procCPU/loopCPU: us of CPU per completion (whole process / "
-                 "loop thread); over-launch: procCPU minus raw-launch's (the "
+                 "procCPU/loopCPU/rctCPU: us of CPU per completion (whole "
+                 "process / loop thread / the reactor thread); over-launch: procCPU minus raw-launch's (the "
                  "launches alone, streams sleep-polled), i.e. the cost of "
                  "awaiting; p50: start -> callback of each future, us");
-  printf("  %-16s %13s %9s %9s %12s %9s  %s\n", "method", "completions/s",
-         "procCPU", "loopCPU", "over-launch", "p50", "paths");
+  printf("  %-16s %13s %9s %9s %9s %12s %9s  %s\n", "method",
+         "completions/s", "procCPU", "loopCPU", "rctCPU", "over-launch", "p50",
+         "paths");
   tput_run(NULL, TP_RAW, "raw-launch");
   if (bench.info.memops32) /* the marker's driver cost, to split uvcuda's */
     tput_run(NULL, TP_RAW_MEMOP, "raw-launch+memop");

@@ -233,8 +233,8 @@ typedef struct uvcuda_options_s {
   int32_t reactor_spin_us;
   int32_t reactor_yield_us;
   int32_t reactor_sleep_max_us;
-  int32_t reactor_backoff_pct;
   uint32_t flags; /* UVCUDA_OPT_* */
+  int32_t reactor_backoff_pct; /* see reactor_spin_us */
 } uvcuda_options_t;
 
 /* Fills *opts with "use the default" values (NULL: does nothing). Any
