@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A/B of the TCP server's main row (mix 4 KiB, a future per step, 1024 in
 # flight, 3 s) across library builds and strategies, interleaved over
-# ROUNDS rounds, on the GPU host. Each VARIANT is TAG:LIBDIR:COMPLETION[:A]
+# ROUNDS rounds, on the GPU host. Each line gives the server process's CPU
+# per request (every thread: the loop, uvcuda's reactor, the driver's),
+# from /proc between the server's readiness and the end of the load. Each VARIANT is TAG:LIBDIR:COMPLETION[:A]
 # (LIBDIR holds libuvcuda.so under this build's soname; COMPLETION sets UVCUDA_COMPLETION; A, 0 or
 # 1, sets UVCUDA_ADAPTIVE, unset by default).
 #   bench/ab-server.sh BUILD_DIR OUT_DIR ROUNDS VARIANT...
@@ -11,6 +13,9 @@ B=${1:?build dir}; OUT=${2:?out dir}; ROUNDS=${3:?rounds}; shift 3
 S="$B/examples/server"
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
+HZ=$(getconf CLK_TCK)
+# utime + stime of process $1, in clock ticks (all its threads).
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 for v in "$@"; do
   IFS=: read -r tag lib comp _ <<< "$v"
   got=$(LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" ldd "$S/uvcuda-server" | grep -o '=> [^ ]*libuvcuda[^ ]*')
@@ -27,13 +32,18 @@ for r in $(seq 1 "$ROUNDS"); do
       --port-file "$TMP/port" > "$TMP/s.out" 2> "$TMP/s.err" &
     spid=$!
     for _ in $(seq 80); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+    c0=$(ticks $spid)
     res=$(timeout 20 "$S/uvcuda-load" --port "$(cat "$TMP/port" 2>/dev/null || echo 1)" \
       --threads 4 --conns 64 --depth 16 --requests 1000000 --duration-s 3 --idle-pings 300 \
       --ping-interval-us 1000 --timeout-s 11 --label "$tag" --op mix --size 4096 --quiet 2>&1 | grep '^RESULT')
+    c1=$(ticks $spid)
     kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
+    reqs=$(grep -o 'reqs=[0-9]*' <<< "$res" | cut -d= -f2)
+    cpu=$(awk -v d=$((c1 - c0)) -v hz="$HZ" -v n="${reqs:-0}" \
+      'BEGIN { if (n > 0) printf "server CPU %.2f us/req", d * 1e6 / hz / n; else print "server CPU -" }')
     busy=$(grep -o 'busy under load [0-9.]*%' "$TMP/s.err")
     adapt=$(grep -o 'adaptive: [0-9]* predicted[^;]*' "$TMP/s.err")
-    echo "round $r $tag ($comp, $lib): ${res:-no result} [$busy${adapt:+; $adapt}]" | tee -a "$OUT/ab-server.txt"
+    echo "round $r $tag ($comp, $lib): ${res:-no result} [$cpu; $busy${adapt:+; $adapt}]" | tee -a "$OUT/ab-server.txt"
   done
 done
 rm -rf "$TMP"
