@@ -234,7 +234,9 @@ void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
     uvcuda_future_t *f = future_of(q);
     next = q->next;
     if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* being delivered */
-    uvcuda__tl_harvest(set, f->tl_, UVCUDA__SEEN_LOOP);
+    uvcuda__tl_harvest(set, f->tl_,
+                       f->adapt_ == UVCUDA__ADAPT_PENDING ? UVCUDA__SEEN_LOOP_FIRST
+                                                          : UVCUDA__SEEN_LOOP);
     if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* done: forget counts it */
     f->adapt_ =
         UVCUDA__ADAPT_HOT; /* polled and not yet done: spinning for it */
@@ -269,8 +271,9 @@ void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
                           int status) {
   int ok = status == 0;
   switch (f->adapt_) {
-    case UVCUDA__ADAPT_SPIN:
-      if (ok) hit(a);
+    case UVCUDA__ADAPT_SPIN: /* armed before it was done: late */
+      if (ok && f->done_by_ == UVCUDA__BY_SPIN) hit(a);
+      else if (ok) a->stats->predict_late++;
       break;
     case UVCUDA__ADAPT_PENDING:
       if (ok) early(a);
@@ -279,6 +282,7 @@ void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
       break;
     case UVCUDA__ADAPT_HOT:
       if (ok) hit(a);
+      if (ok) f->done_by_ = UVCUDA__BY_SPIN; /* the loop polled for it */
       uvcuda__queue_remove(&f->pw_node_);
       break;
     case UVCUDA__ADAPT_LATE:

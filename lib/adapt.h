@@ -32,6 +32,17 @@
 #include "spin.h"
 #include "timeline.h"
 
+/* uvcuda_future_t.adapt_: what its prediction made of it. Only this file
+ * and adapt.c read it; the layers below report what they saw (who saw a
+ * future done, whether it was the loop's first look) instead. */
+#define UVCUDA__ADAPT_NONE 0
+#define UVCUDA__ADAPT_SPIN 1    /* spins until shortly after its end */
+#define UVCUDA__ADAPT_PENDING 2 /* armed, pre-wake timer set */
+#define UVCUDA__ADAPT_HOT 3     /* woken: the loop polls it */
+/* Its window ended first: counted late when it completes (a failed or
+ * cancelled one is none of hit, early or late). */
+#define UVCUDA__ADAPT_LATE 4
+
 struct uvcuda__adapt {
   int on;
   int fd; /* timerfd, -1: none */
@@ -84,7 +95,8 @@ void uvcuda__adapt_plan(const struct uvcuda__tlset *set,
 void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
                         uint64_t now);
 /* f's outcome is being delivered (status) or f closed: counts the
- * prediction and takes f off the queues. */
+ * prediction (a future seen done while the loop polled for it counts as
+ * the loop's: f->done_by_) and takes f off the queues. */
 void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
                           int status);
 static inline int uvcuda__adapt_busy(const struct uvcuda__adapt *a) {

@@ -9,15 +9,6 @@
 
 #define UVCUDA__PREDICT_MIN_SAMPLES 4
 
-/* uvcuda_future_t.adapt_: what its prediction made of it (adapt.h) */
-#define UVCUDA__ADAPT_NONE 0
-#define UVCUDA__ADAPT_SPIN 1    /* spins until shortly after its end */
-#define UVCUDA__ADAPT_PENDING 2 /* armed, pre-wake timer set */
-#define UVCUDA__ADAPT_HOT 3     /* woken: the loop polls it */
-/* Its window ended first: counted late when it completes (a failed or
- * cancelled one is none of hit, early or late). */
-#define UVCUDA__ADAPT_LATE 4
-
 struct uvcuda__predict {
   uint32_t n;       /* samples taken (saturates) */
   uint64_t mean_ns; /* smoothed start -> done */

@@ -32,8 +32,6 @@ void uvcuda__spin_arm(struct uvcuda__tlset *set, uvcuda_future_t *f,
                       uint64_t now) {
   f->state_ = UVCUDA_FUTURE_ARMED;
   if (set->flags & UVCUDA_OPT_TIMING) f->armed_ns_ = now;
-  if (f->adapt_ == UVCUDA__ADAPT_SPIN) /* predicted to be done by now */
-    f->adapt_ = UVCUDA__ADAPT_LATE;
   f->tl_->armed++;
   uvcuda__tl_touch(set, f->tl_); /* the settle arms its watch */
 }

@@ -301,7 +301,7 @@ static void learn(struct uvcuda__timeline *tl, uvcuda_future_t *f,
   struct uvcuda__predict *p = &tl->pred;
   uint64_t from = f->start_ns_ > p->last_ns ? f->start_ns_ : p->last_ns;
   uint64_t d = seen > from ? seen - from : 0;
-  if ((early || f->adapt_ == UVCUDA__ADAPT_PENDING) && p->n > 0) {
+  if (early && p->n > 0) {
     /* Done before the first look of its window: `seen` is only a bound,
      * so the estimate moves earlier by a deviation instead of later. */
     uint64_t step = p->dev_ns > 2000u ? p->dev_ns : 2000u;
@@ -332,11 +332,12 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
         if (set->adaptive) learn(tl, f, seen, tl->after_ns, tl->seen_early);
       } else { /* the loop's own look: now */
         seen = uv_hrtime();
-        if (set->adaptive) learn(tl, f, seen, 0, 0);
+        if (set->adaptive)
+          learn(tl, f, seen, 0, seen_by == UVCUDA__SEEN_LOOP_FIRST);
       }
     }
     f->seen_ns_ = seen;
-    if (f->state_ == UVCUDA_FUTURE_SPINNING || f->adapt_ == UVCUDA__ADAPT_HOT)
+    if (f->state_ == UVCUDA_FUTURE_SPINNING)
       f->done_by_ = UVCUDA__BY_SPIN;
     else if (seen_by != UVCUDA__SEEN_WAKE) /* the loop's own look: no wake-up */
       f->done_by_ = seen_by == UVCUDA__SEEN_POLL ||

@@ -100,6 +100,9 @@ struct uvcuda__tlset {
 #define UVCUDA__SEEN_WAKE 0 /* reactor or host function */
 #define UVCUDA__SEEN_POLL 1 /* the POLL strategy's pass */
 #define UVCUDA__SEEN_LOOP 2 /* the loop's own spin or pre-wake poll */
+/* The loop's first look at a pre-woken future, after its wake-up: done
+ * then, it ended at some time before, not when seen. */
+#define UVCUDA__SEEN_LOOP_FIRST 3
 
 /* A harvested future's stats counter (f->done_by_), counted when its
  * callback runs with status 0: one closed before that is cancelled only. */
