@@ -1,7 +1,6 @@
 /* Adaptive spin and pre-wake (see adapt.h). */
 #include "adapt.h"
 
-#include "prof.h"
 
 #include <errno.h>
 #include <string.h>
@@ -93,10 +92,8 @@ static void set_timer(struct uvcuda__adapt *a, uint64_t at) {
 
 void uvcuda__adapt_drain(struct uvcuda__adapt *a) {
   uint64_t ticks;
-  UVCUDA__PROF_BEGIN(p0);
   if (read(a->fd, &ticks, sizeof(ticks)) < 0) { /* EAGAIN: set again since */
   }
-  UVCUDA__PROF_END(UVCUDA__P_DRAIN, p0);
 }
 
 static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {

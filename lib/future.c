@@ -84,12 +84,8 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
   CUresult r;
   int err;
 
-  UVCUDA__PROF_BEGIN(p0);
   if ((err = capture_check(s)) != 0) return err;
-  UVCUDA__PROF_END(UVCUDA__P_CAPTURE, p0);
-  UVCUDA__PROF_BEGIN(p1);
   if ((err = uvcuda__tl_get(&l->tls, s, &tl)) != 0) return err;
-  UVCUDA__PROF_END(UVCUDA__P_TLGET, p1);
   /* Its futures failed with their context's record this very pass (a
    * callback restarts them before the settle): the settle lets go of the
    * old record's watch, and the stream gets a timeline of the one it has
@@ -105,23 +101,18 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
   want = tl->ctx->cuctx;
   /* If the stream's context can't be made current (or the caller's read,
    * to put back), the op can't run as promised. */
-  UVCUDA__PROF_BEGIN(p2);
   if ((r = uvcuda__ctx_push(want, &prev)) != CUDA_SUCCESS) {
     err = UVCUDA_ECUDA(r);
     goto fail;
   }
-  UVCUDA__PROF_END(UVCUDA__P_PUSH, p2);
   if (op != NULL) {
     CUcontext now = want;
     uvcuda_future_t *outer = l->op_future; /* an op may start others */
-    UVCUDA__PROF_BEGIN(p3);
     f->in_op_ = 1; /* a start or close of f from its own op: EBUSY */
     l->op_future = f;
     err = uvcuda__op_result(op(f, s));
     l->op_future = outer;
     f->in_op_ = 0;
-    UVCUDA__PROF_END(UVCUDA__P_OP, p3);
-    UVCUDA__PROF_BEGIN(p4);
     /* The op may have made another context current: the marker needs the
      * stream's, and the caller gets its own back either way. */
     if (uvcuda__drv.cuCtxGetCurrent(&now) == CUDA_SUCCESS && now != want &&
@@ -132,14 +123,9 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     }
     /* The op may have begun a capture on s: ask again. */
     if (err == 0) err = capture_check(s);
-    UVCUDA__PROF_END(UVCUDA__P_POSTOP, p4);
   }
-  UVCUDA__PROF_BEGIN(p5);
   if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
-  UVCUDA__PROF_END(UVCUDA__P_MARK, p5);
-  UVCUDA__PROF_BEGIN(p6);
   uvcuda__ctx_pop(want, prev);
-  UVCUDA__PROF_END(UVCUDA__P_POP, p6);
 done:
   if (err == 0) return 0;
   /* A driver error from the op or the marker may be the context's own
@@ -156,7 +142,7 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
                         uvcuda_op_cb op, uvcuda_future_cb cb) {
   struct uvcuda__loop *l;
   uint64_t now;
-  int err;
+  int err, adapted;
 
   if ((err = check(f, 1)) != 0) return err;
   if (cb == NULL) return UVCUDA_EINVAL;
@@ -180,11 +166,8 @@ int uvcuda_future_start(uvcuda_future_t *f, uvcuda_stream_t stream,
   } else {
     now = (l->opts.flags & UVCUDA_OPT_TIMING) ? uv_hrtime() : f->start_ns_;
     if (l->opts.flags & UVCUDA_OPT_TIMING) f->enqueued_ns_ = now;
-    UVCUDA__PROF_BEGIN(p1);
-    int adapted = uvcuda__adapt_start(&l->adapt, &l->spin, &l->tls, f,
-                                      l->opts.spin_budget_ns, l->nactive == 1,
-                                      now);
-    UVCUDA__PROF_END(UVCUDA__P_ADAPT, p1);
+    adapted = uvcuda__adapt_start(&l->adapt, &l->spin, &l->tls, f,
+                                  l->opts.spin_budget_ns, l->nactive == 1, now);
     if (adapted) {
       if (f->state_ == UVCUDA_FUTURE_ARMED) uvcuda__loop_settle(l);
     } else if (l->opts.spin_budget_ns > 0) {

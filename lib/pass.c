@@ -58,7 +58,6 @@ static int keep_polling(struct uvcuda__loop *l, int busy) {
 void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
   int want_ref, busy;
   if (l->port == NULL) return; /* closing: the handles are being closed */
-  UVCUDA__PROF_BEGIN(p0);
   busy = uvcuda__spin_busy(&l->spin) || uvcuda__adapt_busy(&l->adapt) ||
          !uvcuda__queue_empty(&l->dq) || !uvcuda__queue_empty(&l->cq) ||
          (l->opts.completion == UVCUDA_COMPLETION_POLL && l->nactive > 0);
@@ -74,13 +73,11 @@ void uvcuda__loop_update_handles(struct uvcuda__loop *l) {
     else
       uv_unref((uv_handle_t *)&l->async);
   }
-  UVCUDA__PROF_END(UVCUDA__P_HANDLES, p0);
 }
 
 void uvcuda__loop_settle(struct uvcuda__loop *l) {
   struct uvcuda__queue *q;
   int locked = 0;
-  UVCUDA__PROF_BEGIN(p0);
 
   /* One locked batch for every watch that changed, each armed with its
    * plan (adapt.h). */
@@ -91,9 +88,7 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
       if (want == tl->watched) continue;
       if (want != 0) uvcuda__adapt_plan(&l->tls, tl);
       if (!locked) {
-        UVCUDA__PROF_BEGIN(p1);
         uvcuda__reactor_sync_begin(&l->rc);
-        UVCUDA__PROF_END(UVCUDA__P_LOCK, p1);
         locked = 1;
       }
       uvcuda__reactor_watch(&l->rc, &tl->watch, want);
@@ -108,7 +103,6 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
   }
   if (!uvcuda__queue_empty(&l->tls.draining))
     uvcuda__tl_reap(&l->tls, uv_hrtime(), l->opts.probe_interval_ns);
-  UVCUDA__PROF_END(UVCUDA__P_SETTLE, p0);
 }
 
 static void record_latency(struct uvcuda__loop *l, uvcuda_future_t *f) {
@@ -135,7 +129,6 @@ static void deliver_done(struct uvcuda__loop *l) {
   uvcuda_future_t *f;
   int status;
 
-  UVCUDA__PROF_BEGIN(p0);
   uvcuda__queue_init(&run);
   uvcuda__queue_move(&l->dq, &run);
   while (!uvcuda__queue_empty(&run)) {
@@ -165,7 +158,6 @@ static void deliver_done(struct uvcuda__loop *l) {
     }
     UVCUDA__PROF_END(UVCUDA__P_CB, p1);
   }
-  UVCUDA__PROF_END(UVCUDA__P_DELIVER, p0);
 }
 
 /* Close callbacks last: one may close the loop (its last future's). */
@@ -226,7 +218,6 @@ static int parked(struct uvcuda__loop *l) {
  * harvested (an async wakeup, or the reactor's news seen by a pass). */
 static void take_news(struct uvcuda__loop *l) {
   struct uvcuda__queue fired, done, *q;
-  UVCUDA__PROF_BEGIN(p0);
 
   if (atomic_exchange_explicit(&l->rc.rang, 0, memory_order_relaxed))
     l->stats.reactor_wakeups++;
@@ -239,9 +230,7 @@ static void take_news(struct uvcuda__loop *l) {
   uvcuda__tl_tickets(&l->tls, &done);
   if (l->reactor_attached) {
     uvcuda__queue_init(&fired);
-    UVCUDA__PROF_BEGIN(p1);
     uvcuda__reactor_take_fired(&l->rc, &fired);
-    UVCUDA__PROF_END(UVCUDA__P_LOCK, p1);
     while (!uvcuda__queue_empty(&fired)) {
       struct uvcuda__watch *w;
       struct uvcuda__timeline *tl;
@@ -259,7 +248,6 @@ static void take_news(struct uvcuda__loop *l) {
   /* The timelines this wakeup concerns, not every one the loop has. */
   uvcuda__queue_foreach(q, &l->tls.touched)
       uvcuda__tl_harvest(&l->tls, tl_of_touch(q), UVCUDA__SEEN_WAKE);
-  UVCUDA__PROF_END(UVCUDA__P_NEWS, p0);
 }
 
 static void on_async(uv_async_t *h) {

@@ -7,10 +7,8 @@
 
 #include <stdio.h>
 
-static const char *const name[UVCUDA__P_COUNT] = {
-    "start", "capture", "tlget", "push", "op", "postop", "mark", "pop",
-    "adapt", "settle", "lock", "drain", "handles", "timer", "idle",
-    "async", "news", "deliver", "cb"};
+static const char *const name[UVCUDA__P_COUNT] = {"start", "timer", "idle",
+                                                   "async", "cb"};
 static uint64_t total[UVCUDA__P_COUNT], count[UVCUDA__P_COUNT];
 
 void uvcuda__prof_add(int step, uint64_t ns) {
