@@ -86,11 +86,12 @@ void uvcuda__loop_settle(struct uvcuda__loop *l) {
       struct uvcuda__timeline *tl = tl_of_touch(q);
       uint64_t want = uvcuda__tl_watch_want(&l->tls, tl);
       if (want == tl->watched) continue;
-      if (want != 0) uvcuda__adapt_plan(&l->tls, tl);
       if (!locked) {
         uvcuda__reactor_sync_begin(&l->rc);
         locked = 1;
       }
+      /* Under the reactor's lock: it reads a watch's plan while armed. */
+      if (want != 0) uvcuda__adapt_plan(&l->tls, tl);
       uvcuda__reactor_watch(&l->rc, &tl->watch, want);
       tl->watched = want;
     }

@@ -18,7 +18,8 @@ struct uvcuda__watch {
   int mode;                  /* UVCUDA__COUNTER_MEM64 / _MEM32 */
   uint64_t threshold;        /* fires once the counter has passed it */
   struct uvcuda__context *ctx; /* probed while the watch is armed */
-  /* The plan, set by the loop before each watch call (plan.h). */
+  /* The plan (plan.h), set by the loop in the locked batch that arms it:
+   * the reactor reads it while the watch is armed. */
   uint64_t since_ns, due_ns, dev_ns, quiet_until_ns;
   /* Set by the reactor: its last look that found the counter short (0:
    * none yet), when it found it passed, and whether that was the first
