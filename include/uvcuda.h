@@ -162,11 +162,10 @@ UVCUDA_EXTERN int uvcuda_context_health(uvcuda_context_t ctx);
  * 0 when new work completed; UVCUDA_EINVAL (negative ordinal, or no such
  * device), a driver-load error, or UVCUDA_ECUDA(r) of the reset or of the
  * check (UVCUDA_ENOMEM if the check ran out of host memory): on
- * drivers that keep a fault for the life of the process (the H200 with
- * driver 580, measured: new work fails with CUDA_ERROR_ILLEGAL_ADDRESS after
- * any reset), the process must be restarted. Any thread; blocks for the
- * reset (tens of ms on the H200). Nothing is retired where it fails
- * before the reset: UVCUDA_EINVAL, a driver-load error, or cuDeviceGet's. */
+ * drivers that keep a fault for the life of the process (docs/api.md
+ * names those measured), the process must be restarted. Any thread; blocks
+ * for the reset (tens of ms). Nothing is retired where it fails before the
+ * reset: UVCUDA_EINVAL, a driver-load error, or cuDeviceGet's. */
 UVCUDA_EXTERN int uvcuda_device_reset(int ordinal);
 
 /* ---- Options ----------------------------------------------------------- */

@@ -118,13 +118,12 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
   /* Only the loop's one pending future: a loop with other work pending
    * rarely sleeps, so a pre-wake saves it nothing, and its late harvests
    * teach late predictions that skip the spin that would have caught the
-   * work (predicting the example server's futures cost it 12-20 % of its
-   * requests/s on the H200; docs/benchmarks.md, run 11). */
+   * work (design.md, "Adaptive spin and pre-wake"). */
   if (!alone || !uvcuda__predict_trusted(p)) return 0;
   /* A prediction that came out early cost the spin that would have caught
-   * the work: the example server's lone futures, learnt under load, ran
-   * shorter and every one was early (H200). The next ones take the fixed
-   * budget, twice as many after each early one in a row. */
+   * the work (a server's lone futures, learnt under load, may all run
+   * shorter than learnt). The next ones take the fixed budget, twice as
+   * many after each early one in a row. */
   if (a->skip > 0) {
     a->skip--;
     return 0;
@@ -178,13 +177,10 @@ void uvcuda__adapt_plan(const struct uvcuda__tlset *set,
 }
 
 /* After a long sleep the loop's wake-up comes later and more spread than
- * its learnt lateness covers at the tail: on the H100 about 5 % of 2 ms
- * predictions came out early (done before the loop looked), and the 2 ms
- * p50 stayed 1-7 us over a raw spin's. Waking 1/64 of the wait earlier
- * (31 us at 2 ms) left 1 early in 1,000 and p50 0.5 us under a raw spin's,
- * for 1.5 % of the wait in loop CPU (H100, run 21 call 2, one round;
- * docs/benchmarks.md). Waits up to LONG_MIN_NS, whose wake-ups were as
- * tight as the lead, get none. */
+ * its learnt lateness covers at the tail, so a wait longer than
+ * LONG_MIN_NS is woken 1/64 of itself earlier (design.md gives the
+ * measurement). Shorter waits, whose wake-ups are as tight as the lead,
+ * get none. */
 uint64_t uvcuda__adapt_long_lead(uint64_t mean_ns) {
   uint64_t extra;
   if (mean_ns <= LONG_MIN_NS) return 0;
@@ -195,8 +191,8 @@ uint64_t uvcuda__adapt_long_lead(uint64_t mean_ns) {
 uint64_t uvcuda__adapt_wake_lead(const struct uvcuda__adapt *a) {
   uint64_t lead;
   if (a->late.n == 0) return LATE_INIT_NS;
-  /* The mean alone left a third of 2 ms futures done before the loop
-   * looked (H200, run 11): a wake-up after a long sleep varies. */
+  /* Mean + 2 deviations: a wake-up after a long sleep varies, and the
+   * mean alone leaves many futures done before the loop looks. */
   lead = a->late.mean_ns + 2 * a->late.dev_ns;
   return lead < LATE_MAX_NS ? lead : LATE_MAX_NS;
 }
@@ -253,9 +249,8 @@ static void hit(struct uvcuda__adapt *a) {
 
 /* From the second early one in a row, the next a->backoff predictions are
  * left out: 1, 2, 4 ... BACKOFF_MAX. One early among hits is the spread of
- * the work or of the wake-up (a few % with the lead's margin, H100 run
- * 19), and the fixed budget it would send the next future to costs a
- * spin of the whole budget. */
+ * the work or of the wake-up, and the fixed budget it would send the next
+ * future to costs a spin of the whole budget. */
 static void early(struct uvcuda__adapt *a) {
   a->stats->predict_early++;
   if (++a->early_run < 2) return;

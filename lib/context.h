@@ -9,10 +9,10 @@
  *
  * Sticky faults are found by querying the private stream, never a user
  * stream: querying a user's stream could break a capture it began, or
- * touch a stream destroyed since (a crash in libcuda on the H200). On the
- * H200 an idle stream reported a fault as soon as any stream did. A fault
- * found here is kept in the record and bumps a process-wide epoch that
- * loops compare each pass. */
+ * touch a stream destroyed since (libcuda may crash). An idle stream
+ * reports a sticky fault as soon as any stream of the context does
+ * (design.md, "Device faults"). A fault found here is kept in the record
+ * and bumps a process-wide epoch that loops compare each pass. */
 #ifndef UVCUDA_CONTEXT_H
 #define UVCUDA_CONTEXT_H
 

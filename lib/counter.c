@@ -1,8 +1,8 @@
 /* The counter pool of one CUDA context. Pages are our own page-aligned
  * memory registered with cuMemHostRegister, not cuMemHostAlloc memory: a
  * context reset or destroy frees cuMemHostAlloc memory (a later CPU read
- * of a counter faulted on the H200), while registered memory stays ours to
- * read whatever happens to the context. */
+ * of it faults), while registered memory stays ours to read whatever
+ * happens to the context. */
 #include "counter.h"
 
 #include <stdlib.h>

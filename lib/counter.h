@@ -18,8 +18,8 @@
 
 /* One page of counters, registered in one CUDA context. Pages are never
  * unregistered or freed while the context lives: cuMemHostUnregister waits
- * for the context's device work (a whole second behind a 1 s kernel on the
- * H200), and a write still due must never land in memory given back. */
+ * for the context's device work (all of it: a long kernel holds it), and
+ * a write still due must never land in memory given back. */
 struct uvcuda__counter_page {
   struct uvcuda__queue node; /* the pool's pages */
   char *host;

@@ -82,9 +82,10 @@ int uvcuda__driver_simulated(void);
 
 /* The frame of every driver call uvcuda makes on its own behalf: the
  * context it needs is made current, and the thread's stream-capture
- * interaction mode is RELAXED for the duration. On the H200, a query or a
- * cuMemHostRegister from any thread in the default (GLOBAL) mode
- * invalidated another thread's capture; a RELAXED thread's calls do not. */
+ * interaction mode is RELAXED for the duration: a query or a
+ * cuMemHostRegister from any thread in the default (GLOBAL) mode can
+ * invalidate another thread's capture; a RELAXED thread's calls do not
+ * (design.md, "Stream capture"). */
 struct uvcuda__drvscope {
   CUcontext prev;
   CUcontext want;

@@ -73,8 +73,9 @@ static int capture_check(CUstream s) {
 }
 
 /* Everything that can fail once the arguments are right. The capture
- * check comes first: it is the one call the driver allows on a capturing
- * stream (on the H200, cuStreamGetId of one returned 900). The op and the
+ * check comes first: it is the one call the driver answers on a capturing
+ * stream (cuStreamGetId of one may return an error; design.md, "Stream
+ * capture"). The op and the
  * marker run with the stream's context current, in the thread's own
  * capture mode; the caller's context is restored. */
 static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,

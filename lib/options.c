@@ -47,8 +47,8 @@ static int pick(int32_t v, int32_t dflt, int32_t lo, int32_t hi, uint64_t *ns) {
   return 0;
 }
 
-/* Off by default: on the H200 it has not yet won everywhere it was measured
- * (docs/benchmarks.md). */
+/* UVCUDA_OPT_ADAPTIVE / NO_ADAPTIVE, else the environment, else the
+ * default (docs/api.md says which and why). */
 static int resolve_adaptive(uint32_t flags, int *out) {
   const char *env;
   uint32_t both = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;

@@ -189,12 +189,11 @@ static void check_faults(struct uvcuda__loop *l) {
 }
 
 /* Callbacks first: the settle takes the reactor's lock (a watch moved on)
- * and retires timelines, which no callback need wait for (repeated work's
- * p50 fell 0.8-1.4 µs on the H200, run 15), and a callback that starts
- * its stream's next future finds the timeline still active. The reactor
- * may see a passed watch meanwhile and leave news for nothing (a flag in
- * a polling loop, keep_polling); holding it off that watch cost more loop
- * CPU than that (run 15: it slept, and each arm had to wake it). */
+ * and retires timelines, which no callback need wait for, and a callback
+ * that starts its stream's next future finds the timeline still active.
+ * The reactor may see a passed watch meanwhile and leave news for nothing
+ * (a flag in a polling loop, keep_polling), which costs less than holding
+ * it off that watch (design.md, "Timelines"). */
 static void after_pass(struct uvcuda__loop *l) {
   check_faults(l);
   deliver_done(l);

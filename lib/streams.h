@@ -1,6 +1,6 @@
 /* A loop's timelines by stream id (cuStreamGetId): unlike the handle, which
- * the driver hands out again once a stream is destroyed (998 times in 1000
- * on the H200), the id names one stream for the life of the process. */
+ * the driver hands out again once a stream is destroyed, the id names one
+ * stream for the life of the process. */
 #ifndef UVCUDA_STREAMS_H
 #define UVCUDA_STREAMS_H
 

@@ -352,7 +352,7 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
     /* Done, but a reset destroyed the context before the loop saw it: it
      * fails as the reset's pending futures do (api.md), since the reset
      * freed what the work wrote if it wrote the context's cuMemHostAlloc
-     * memory (an outside tester's callback read such results, status 0). */
+     * memory: a callback with status 0 would read freed memory. */
     uvcuda__deliver_push(set->dq, f,
                          uvcuda__context_dead(tl->ctx)
                              ? UVCUDA_ECUDA(uvcuda__context_fault(tl->ctx))
