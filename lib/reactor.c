@@ -8,8 +8,8 @@
  * learns how late its timed waits come back), or polls on at once when
  * that look is closer than the lateness. An arm whose first look comes
  * before that wake-up wakes it. With only host-function watches it just
- * probes, every probe interval; with nothing watched it parks on a
- * condition variable until a watch is armed. The options' spin and yield
+ * probes, every probe interval; with nothing watched it parks on its
+ * bell (bell.h) until a watch is armed. The options' spin and yield
  * phases, off by default, busy-poll after each arm instead.
  *
  * Started by the first loop that needs it, retired when the last one
@@ -23,7 +23,6 @@
 #define _GNU_SOURCE 1 /* PTHREAD_MUTEX_ADAPTIVE_NP, pthread_setname_np */
 #include "reactor.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "bell.h"
 #include "context.h"
 #include "counter.h"
 #include "plan.h"
@@ -40,7 +40,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* Adaptive: the loop thread takes this lock while the reactor, in its spin
  * phase, takes it every pass; a short spin beats a futex sleep. */
 static pthread_mutex_t mu;
-static pthread_cond_t cond;
+static struct uvcuda__bell bell; /* where it sleeps */
 /* This round's contexts, the thread's own: a retired thread still in its
  * driver calls holds its list while the next thread makes one. */
 typedef struct {
@@ -81,17 +81,13 @@ static unsigned probe_round;
 
 static void init_once(void) {
   pthread_mutexattr_t ma;
-  pthread_condattr_t ca;
   pthread_mutexattr_init(&ma);
 #if defined(__GLIBC__)
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
 #endif
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  if (pthread_mutex_init(&mu, &ma) != 0 || pthread_cond_init(&cond, &ca) != 0)
+  if (pthread_mutex_init(&mu, &ma) != 0 || uvcuda__bell_init(&bell) != 0)
     abort();
   pthread_mutexattr_destroy(&ma);
-  pthread_condattr_destroy(&ca);
   uvcuda__queue_init(&clients);
 }
 
@@ -106,17 +102,14 @@ static void lock_loopside(void) {
  * wants a look sooner cuts it short. A wait that timed out teaches the
  * lateness. Caller holds mu. */
 static void timed_wait(const struct rthread *me, uint64_t at) {
-  struct timespec ts;
-  int rc;
-  ts.tv_sec = (time_t)(at / 1000000000u);
-  ts.tv_nsec = (long)(at % 1000000000u);
+  int timed_out;
   sleeping = 1;
   wake_at = at;
   used.sleeps++;
-  rc = pthread_cond_timedwait(&cond, &mu, &ts);
+  timed_out = uvcuda__bell_wait(&bell, &mu, at);
   if (me != cur) return;
   sleeping = 0;
-  if (rc == ETIMEDOUT) {
+  if (timed_out) {
     uint64_t now = uv_hrtime();
     uint64_t d = now > at ? now - at : 0;
     if (d > UVCUDA__PLAN_LATE_MAX_NS) d = UVCUDA__PLAN_LATE_MAX_NS;
@@ -288,7 +281,7 @@ static void reactor_main(void *arg) {
   struct rthread *me = arg;
   struct bounds b;
   uint64_t next_probe, now, next, deadline;
-  int self_free;
+  int self_free, slept = 0;
 
 #if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "uvcuda-reactor"); /* top -H, gdb */
@@ -307,7 +300,7 @@ static void reactor_main(void *arg) {
       parked = 1;
       pp_valid = 0;
       used.sleeps++;
-      pthread_cond_wait(&cond, &mu);
+      uvcuda__bell_wait(&bell, &mu, 0);
       if (me != cur) break;
       parked = 0;
       next_probe = 0;
@@ -318,11 +311,16 @@ static void reactor_main(void *arg) {
     now = uv_hrtime();
     if (next_probe == 0) next_probe = now + b.probe;
     next = b.mem ? scan(now) : UINT64_MAX;
-    if (now >= next_probe) {
+    /* A probe due within half an interval rides on a wake-up made for a
+     * look: a wait that never ends then costs one wake-up per interval,
+     * not two out of step. */
+    if (now >= next_probe || (slept && now + b.probe / 2 >= next_probe)) {
+      slept = 0;
       probe(me, &me->pl, now, b.probe);
       next_probe = now + b.probe;
       continue; /* mu was dropped: look at the clients again */
     }
+    slept = 0;
     deadline = next < next_probe ? next : next_probe;
     if (now - last_arm < b.spin || deadline <= now + pp.lead_ns) {
       pthread_mutex_unlock(&mu);
@@ -335,6 +333,7 @@ static void reactor_main(void *arg) {
       pthread_mutex_lock(&mu);
     } else {
       timed_wait(me, deadline - pp.lead_ns);
+      slept = 1;
     }
   }
   self_free = me->detached; /* else its joiner frees it */
@@ -404,7 +403,7 @@ void uvcuda__reactor_detach(struct uvcuda__rclient *c) {
     join = cur;
     cur = NULL;
     sleeping = parked = pp_valid = 0;
-    pthread_cond_broadcast(&cond);
+    uvcuda__bell_ring(&bell);
     if (join->in_driver) {
       join->detached = 1;
       pthread_detach(join->t);
@@ -436,14 +435,14 @@ void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
   w->early = 0;
   if (w->host == NULL) {
     uvcuda__queue_insert_tail(&c->probed, &w->node);
-    if (parked) pthread_cond_signal(&cond);
+    if (parked) uvcuda__bell_ring(&bell);
     return; /* only probed: the probe interval paces it */
   }
   uvcuda__queue_insert_tail(&c->armed, &w->node);
   now = uv_hrtime();
   last_arm = now;
   if (parked) {
-    pthread_cond_signal(&cond);
+    uvcuda__bell_ring(&bell);
     return;
   }
   if (!sleeping) return; /* it sees the new entry on its next pass */
@@ -459,7 +458,7 @@ void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
   }
   if (c->spin_ns > 0 || c->yield_ns > 0 ||
       uvcuda__plan_next(w, now, pp_valid ? &pp : &own) < wake_at)
-    pthread_cond_signal(&cond);
+    uvcuda__bell_ring(&bell);
 }
 
 void uvcuda__reactor_sync_end(struct uvcuda__rclient *c) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bell.h"
 #include "context.h"
 #include "loop.h"
 #include "reactor.h"
@@ -153,22 +154,29 @@ static void park_unpark_races(void **state) {
 
 /* ---- with nothing armed the reactor parks ---- */
 
-/* The library's condition-variable calls (reactor.c; this test links with
- * -Wl,--wrap for them, as for pthread_cond_timedwait below): a signal is
- * an arm that woke the reactor, a wait is a park. */
+/* The reactor's sleep (lib/bell.h; this test links with -Wl,--wrap for
+ * its calls, which reaches the library's static archive): a ring is an
+ * arm that woke the reactor, a wait with no deadline is a park. The timed
+ * waits are wrapped below (arm_wakes_a_sleeping_reactor). */
 static atomic_int cv_signals, cv_parks;
+static int timed_wait_hook(struct uvcuda__bell *b, pthread_mutex_t *m,
+                           uint64_t at);
 
-int __real_pthread_cond_signal(pthread_cond_t *c);
-int __wrap_pthread_cond_signal(pthread_cond_t *c);
-int __wrap_pthread_cond_signal(pthread_cond_t *c) {
+void __real_uvcuda__bell_ring(struct uvcuda__bell *b);
+void __wrap_uvcuda__bell_ring(struct uvcuda__bell *b);
+void __wrap_uvcuda__bell_ring(struct uvcuda__bell *b) {
   atomic_fetch_add(&cv_signals, 1);
-  return __real_pthread_cond_signal(c);
+  __real_uvcuda__bell_ring(b);
 }
-int __real_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
-int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
-int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+int __real_uvcuda__bell_wait(struct uvcuda__bell *b, pthread_mutex_t *m,
+                             uint64_t at);
+int __wrap_uvcuda__bell_wait(struct uvcuda__bell *b, pthread_mutex_t *m,
+                             uint64_t at);
+int __wrap_uvcuda__bell_wait(struct uvcuda__bell *b, pthread_mutex_t *m,
+                             uint64_t at) {
+  if (at != 0) return timed_wait_hook(b, m, at);
   atomic_fetch_add(&cv_parks, 1);
-  return __real_pthread_cond_wait(c, m);
+  return __real_uvcuda__bell_wait(b, m, 0);
 }
 
 /* Runs f on s to its callback (on_pk), with a watchdog. */
@@ -384,35 +392,26 @@ static void reactor_runs_while_loops_need_it(void **state) {
 
 /* ---- an arm wakes a reactor that sleeps in its back-off ---- */
 
-/* The reactor's timed waits (reactor.c's pthread_cond_timedwait; this test
- * links with -Wl,--wrap=pthread_cond_timedwait, which reaches the library's
- * static archive only). Set aw_stretch and the next wait the reactor asks
- * to last AW_FAR_NS or more lasts a second longer instead: only a signal
- * ends it sooner. aw_until: when that wait was asked to end. */
+/* The reactor's timed waits (the bell's, wrapped above). Set aw_stretch
+ * and the next wait the reactor asks to last AW_FAR_NS or more lasts a
+ * second longer instead: only a ring ends it sooner. aw_until: when that
+ * wait was asked to end. */
 #define AW_FAR_NS 1000000ull
 static atomic_int aw_stretch, aw_asleep, aw_woken;
 static _Atomic uint64_t aw_until;
 
-int __real_pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
-                                  const struct timespec *ts);
-int __wrap_pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
-                                  const struct timespec *ts);
-int __wrap_pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
-                                  const struct timespec *ts) {
-  struct timespec hour;
-  uint64_t until = (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
-  int rc;
-  if (!atomic_load(&aw_stretch) || until < tu_now_ns() + AW_FAR_NS)
-    return __real_pthread_cond_timedwait(c, m, ts);
+static int timed_wait_hook(struct uvcuda__bell *b, pthread_mutex_t *m,
+                           uint64_t at) {
+  int timed_out;
+  if (!atomic_load(&aw_stretch) || at < tu_now_ns() + AW_FAR_NS)
+    return __real_uvcuda__bell_wait(b, m, at);
   atomic_store(&aw_stretch, 0);
-  hour = *ts;
-  hour.tv_sec += 1;
-  atomic_store(&aw_until, until);
+  atomic_store(&aw_until, at);
   atomic_store(&aw_asleep, 1); /* m is held: the wait has not begun yet */
-  rc = __real_pthread_cond_timedwait(c, m, &hour);
+  timed_out = __real_uvcuda__bell_wait(b, m, at + 1000000000ull);
   atomic_store(&aw_asleep, 0);
-  if (rc == 0) atomic_fetch_add(&aw_woken, 1);
-  return rc;
+  if (!timed_out) atomic_fetch_add(&aw_woken, 1);
+  return timed_out;
 }
 
 #define AW_N 21
