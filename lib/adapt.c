@@ -162,6 +162,7 @@ void uvcuda__adapt_plan(const struct uvcuda__tlset *set,
   struct uvcuda__watch *w = &tl->watch;
   const struct uvcuda__predict *p = &tl->pred;
   uvcuda_future_t *f = uvcuda__tl_head(tl);
+  uint64_t from, now, center, spread;
 
   w->since_ns = f->start_ns_;
   w->due_ns = w->dev_ns = w->quiet_until_ns = 0;
@@ -169,11 +170,22 @@ void uvcuda__adapt_plan(const struct uvcuda__tlset *set,
     w->quiet_until_ns = f->hot_until_ns_; /* the loop polls it till then */
     return;
   }
-  if (!set->adaptive || !uvcuda__predict_trusted(p)) return;
+  if (!set->adaptive) return;
   /* Learnt from its start, or its predecessor's end if later. */
-  w->due_ns = (f->start_ns_ > p->last_ns ? f->start_ns_ : p->last_ns) +
-              p->mean_ns;
-  w->dev_ns = p->dev_ns;
+  from = f->start_ns_ > p->last_ns ? f->start_ns_ : p->last_ns;
+  if (uvcuda__predict_trusted(p)) {
+    w->due_ns = from + p->mean_ns;
+    w->dev_ns = p->dev_ns;
+    return;
+  }
+  /* Lengths of several kinds: the next kind the wait has not yet
+   * outlasted (a short kind is over by the time a future is armed). */
+  now = uv_hrtime();
+  if (uvcuda__modes_next(&tl->modes, now > from ? now - from : 0, &center,
+                         &spread)) {
+    w->due_ns = from + center;
+    w->dev_ns = spread;
+  }
 }
 
 /* After a long sleep the loop's wake-up comes later and more spread than

@@ -97,7 +97,10 @@ static int create(struct uvcuda__tlset *set, CUstream s, unsigned long long id,
   tl->watch.mode = tl->mode;
   if (set->adaptive) {
     struct uvcuda__predict_slot *k = &set->learnt[id % UVCUDA__PREDICT_SLOTS];
-    if (k->stream_id == id) tl->pred = k->p;
+    if (k->stream_id == id) {
+      tl->pred = k->p;
+      tl->modes = k->modes;
+    }
   }
   *out = tl;
   return 0;
@@ -132,6 +135,7 @@ static void destroy(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
         &set->learnt[tl->stream_id % UVCUDA__PREDICT_SLOTS];
     k->stream_id = tl->stream_id;
     k->p = tl->pred;
+    k->modes = tl->modes;
   }
   if (tl->idle) set->nidle--;
   uvcuda__streams_remove(&set->streams, &tl->hnode);
@@ -311,7 +315,10 @@ static void learn(struct uvcuda__timeline *tl, uvcuda_future_t *f,
     /* Seen by a reactor backing off: it ended between two looks. */
     d = after + (seen - after) / 2 - from;
   }
-  if (d > 0) uvcuda__predict_add(p, d);
+  if (d > 0) {
+    uvcuda__predict_add(p, d);
+    uvcuda__modes_add(&tl->modes, d);
+  }
   p->last_ns = seen;
 }
 

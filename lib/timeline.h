@@ -20,6 +20,7 @@
 #include "context.h"
 #include "counter.h"
 #include "hostfn.h"
+#include "modes.h"
 #include "predict.h"
 #include "queue.h"
 #include "streams.h"
@@ -55,6 +56,7 @@ struct uvcuda__timeline {
   struct uvcuda__queue lnode;     /* the set's active, draining or idle queue */
   struct uvcuda__queue touch_node; /* the set's touched queue */
   struct uvcuda__predict pred;    /* adaptive spin: how long its work takes */
+  struct uvcuda__modes modes;     /* and where its lengths cluster */
 };
 
 /* What a timeline learnt outlives it here (a stream that runs one future
@@ -64,6 +66,7 @@ struct uvcuda__timeline {
 struct uvcuda__predict_slot {
   unsigned long long stream_id;
   struct uvcuda__predict p;
+  struct uvcuda__modes modes;
 };
 
 /* Idle timelines a loop keeps: a stream id is never reused, so one kept

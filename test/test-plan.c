@@ -4,9 +4,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
+#include "modes.h"
 #include "plan.h"
 
 #define US 1000ull
@@ -139,6 +141,43 @@ static void lead_and_floor_follow_the_lateness(void **state) {
   assert_true(uvcuda__plan_lead(&late) <= UVCUDA__PLAN_LATE_MAX_NS);
 }
 
+/* The modes of a stream's recent lengths (modes.h): where they cluster. */
+static void modes_of_recent_lengths(void **state) {
+  struct uvcuda__modes m = {0};
+  uint64_t c = 0, sp = 0;
+  int i;
+  (void)state;
+  /* Two kinds of work, 5 µs and 500 µs, a little jitter. */
+  for (i = 0; i < 16; i++)
+    uvcuda__modes_add(&m, i % 2 ? 500 * US + (uint64_t)i * 300 : 5 * US + i * 10);
+  assert_true(uvcuda__modes_next(&m, 0, &c, &sp));
+  assert_true(c >= 5 * US && c < 6 * US);
+  assert_true(uvcuda__modes_next(&m, 20 * US, &c, &sp)); /* the spin is over */
+  assert_true(c >= 500 * US && c < 505 * US);
+  assert_true(sp <= 3 * US);
+  assert_false(uvcuda__modes_next(&m, 600 * US, &c, &sp)); /* outlasted */
+  /* Lengths spread evenly over 5 µs .. 2 ms: no mode. */
+  memset(&m, 0, sizeof(m));
+  for (i = 0; i < 16; i++) uvcuda__modes_add(&m, 5 * US + (uint64_t)i * 133 * US);
+  assert_false(uvcuda__modes_next(&m, 0, &c, &sp));
+  /* Three alike are not yet a mode; the fourth makes one. */
+  memset(&m, 0, sizeof(m));
+  for (i = 0; i < 3; i++) uvcuda__modes_add(&m, 1 * MS);
+  assert_false(uvcuda__modes_next(&m, 0, &c, &sp));
+  uvcuda__modes_add(&m, 1 * MS + 10 * US);
+  assert_true(uvcuda__modes_next(&m, 0, &c, &sp));
+  /* The ring keeps the last 16: old lengths leave it. */
+  for (i = 0; i < 16; i++) uvcuda__modes_add(&m, 3 * MS);
+  assert_true(uvcuda__modes_next(&m, 0, &c, &sp));
+  assert_int_equal(c, 3 * MS);
+  assert_int_equal(sp, 0);
+  /* A length beyond 32 bits saturates instead of wrapping. */
+  memset(&m, 0, sizeof(m));
+  for (i = 0; i < 4; i++) uvcuda__modes_add(&m, 10000 * MS);
+  assert_true(uvcuda__modes_next(&m, 0, &c, &sp));
+  assert_int_equal(c, UINT32_MAX);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(no_look_while_the_loop_polls),
@@ -147,6 +186,7 @@ int main(void) {
       cmocka_unit_test(a_first_look_in_the_window_is_early),
       cmocka_unit_test(backoff_latency_is_a_share_of_the_wait),
       cmocka_unit_test(lead_and_floor_follow_the_lateness),
+      cmocka_unit_test(modes_of_recent_lengths),
   };
   return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
 }

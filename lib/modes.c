@@ -1,0 +1,33 @@
+/* Where a stream's recent work lengths cluster (see modes.h). */
+#include "modes.h"
+
+#define US 1000u
+
+void uvcuda__modes_add(struct uvcuda__modes *m, uint64_t ns) {
+  m->ns[m->next] = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+  m->next = (m->next + 1) % UVCUDA__MODES_RING;
+  if (m->n < UVCUDA__MODES_RING) m->n++;
+}
+
+int uvcuda__modes_next(const struct uvcuda__modes *m, uint64_t after,
+                       uint64_t *center, uint64_t *spread) {
+  uint32_t v[UVCUDA__MODES_RING], x;
+  uint32_t i, j, k;
+
+  for (i = 0; i < m->n; i++) { /* insertion sort: 16 numbers */
+    x = m->ns[i];
+    for (j = i; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+    v[j] = x;
+  }
+  for (i = 0; i < m->n; i = k) {
+    uint64_t tol = v[i] / UVCUDA__MODES_SPAN + 2 * US;
+    for (k = i + 1; k < m->n && v[k] - v[i] <= tol; k++) {}
+    if (k - i >= UVCUDA__MODES_MIN && v[i + (k - i) / 2] > after) {
+      *center = v[i + (k - i) / 2]; /* the median of the run */
+      *spread = (v[k - 1] - v[i]) / 2;
+      return 1;
+    }
+    if (k - i < UVCUDA__MODES_MIN) k = i + 1; /* no run from here */
+  }
+  return 0;
+}

@@ -1,0 +1,31 @@
+/* Where a stream's recent work lengths cluster: a ring of the last
+ * UVCUDA__MODES_RING samples (the ones its prediction learns from) and
+ * the modes among them. Work of two or three kinds on one stream (short
+ * and long kernels, a cache hit or a miss) keeps the smoothed prediction
+ * (predict.h) from ever being trusted, yet once a short one is known not
+ * to have ended, the long kind's length says when the work will end: the
+ * reactor sleeps until then instead of backing off (plan.h). */
+#ifndef UVCUDA_MODES_H
+#define UVCUDA_MODES_H
+
+#include <stdint.h>
+
+#define UVCUDA__MODES_RING 16
+/* A mode: at least this many samples of the ring ... */
+#define UVCUDA__MODES_MIN 4
+/* ... within 1/UVCUDA__MODES_SPAN of their smallest (+2 µs) of each
+ * other. */
+#define UVCUDA__MODES_SPAN 16u
+
+struct uvcuda__modes {
+  uint32_t ns[UVCUDA__MODES_RING]; /* lengths, ns (saturated at ~4.3 s) */
+  uint32_t n, next;                /* samples held, where the next goes */
+};
+
+void uvcuda__modes_add(struct uvcuda__modes *m, uint64_t ns);
+/* The first mode whose center lies beyond `after` ns: 1, its center and
+ * half its spread; 0 if there is none. */
+int uvcuda__modes_next(const struct uvcuda__modes *m, uint64_t after,
+                       uint64_t *center, uint64_t *spread);
+
+#endif
