@@ -113,8 +113,10 @@ eld.enable();
 let enqueueNs = createHistogram(); // a GPU request's time in the enqueue calls (JS thread)
 let serviceNs = createHistogram(); // GPU request start to result checked
 let counters;
+let cpu0 = process.cpuUsage();
 function resetCounters() {
   counters = { gpuOk: 0, gpuErrors: 0, checkFailures: 0, nogpu: 0, maxInflight: inflight };
+  cpu0 = process.cpuUsage(); // the whole process: every thread, uvcuda's reactor too
   enqueueNs = createHistogram();
   serviceNs = createHistogram();
   eld.reset();
@@ -137,6 +139,8 @@ function stats() {
     nogpu: counters.nogpu,
     enqueueUs: summarize(enqueueNs, 1e3),
     serviceUs: summarize(serviceNs, 1e3),
+    cpuUs: (({ user, system }) => user + system)(process.cpuUsage(cpu0)),
+    reactorCpuUs: variant === 'uvcuda' ? uvcuda.stats().reactorCpuNs / 1e3 : null,
   };
 }
 

@@ -226,6 +226,10 @@ async function main() {
   const rows = [];
   for (const r of runs) {
     for (const p of r.phases) {
+      // The app process's CPU over the phase (every thread), per request
+      // of every route the phase drove.
+      const served = Object.values(p.routes).reduce((a, l) => a + l.ok, 0);
+      const cpuPerReq = served > 0 ? p.app.cpuUs / served : null;
       for (const [route, l] of Object.entries(p.routes)) {
         rows.push({
           source: src,
@@ -248,6 +252,7 @@ async function main() {
           eldMaxMs: p.app.eventLoopDelayMs.max,
           enqueueP50Us: route === 'gpu' ? p.app.enqueueUs.p50 : null,
           enqueueP99Us: route === 'gpu' ? p.app.enqueueUs.p99 : null,
+          appCpuUsPerReq: cpuPerReq,
         });
       }
     }
@@ -316,15 +321,18 @@ async function main() {
           `${cfg.duration} s per phase after ${cfg.warmup} s of warm-up; autocannon request timeout ${cfg.timeout} s.`);
   md.push('Latency: per response, µs (client side, autocannon). ELD: the app\'s event-loop delay ' +
           '(perf_hooks.monitorEventLoopDelay, 1 ms timer: an idle loop reads ~1.0 ms), ms. ' +
-          'enq: the synchronous part of a /gpu request on the JS thread (the enqueue calls), µs.');
+          'enq: the synchronous part of a /gpu request on the JS thread (the enqueue calls), µs. ' +
+          'CPU/req: the app process\'s CPU (every thread: JS, uvcuda\'s reactor, libuv\'s pool, the driver\'s) ' +
+          'over the phase, per request of the phase, µs.');
   md.push('');
-  md.push('| variant | phase | route | req/s | p50 µs | p99 µs | max µs | errors | timeouts | non-2xx | GPU errors (app) | ELD p50 ms | ELD p99 ms | ELD max ms | enq p50 µs | enq p99 µs |' +
+  md.push('| variant | phase | route | req/s | p50 µs | p99 µs | max µs | errors | timeouts | non-2xx | GPU errors (app) | ELD p50 ms | ELD p99 ms | ELD max ms | enq p50 µs | enq p99 µs | CPU/req µs |' +
           (simulated ? ' source |' : ''));
-  md.push('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|' + (simulated ? '---|' : ''));
+  md.push('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|' + (simulated ? '---|' : ''));
   for (const x of rows) {
     md.push(`| ${x.variant} | ${x.phase} | /${x.route} | ${f(x.rps)} | ${f(x.p50Us)} | ${f(x.p99Us)} | ${f(x.maxUs)} | ` +
             `${x.errors} | ${x.timeouts} | ${x.non2xx} | ${x.appGpuErrors} | ${f(x.eldP50Ms, 2)} | ${f(x.eldP99Ms, 2)} | ` +
-            `${f(x.eldMaxMs, 2)} | ${f(x.enqueueP50Us)} | ${f(x.enqueueP99Us)} |` + (simulated ? ' simulation |' : ''));
+            `${f(x.eldMaxMs, 2)} | ${f(x.enqueueP50Us)} | ${f(x.enqueueP99Us)} | ${f(x.appCpuUsPerReq, 1)} |` +
+            (simulated ? ' simulation |' : ''));
   }
   md.push('');
   md.push('Targets' + (simulated ? ` (${SIM_NOTE})` : '') + ':');
