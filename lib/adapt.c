@@ -164,7 +164,9 @@ void uvcuda__adapt_plan(const struct uvcuda__tlset *set,
   uvcuda_future_t *f = uvcuda__tl_head(tl);
   uint64_t from, now, center, spread;
 
-  w->since_ns = f->start_ns_;
+  /* Its wait began at its start, or when the future ahead of it on the
+   * stream was seen done, if later: a queue's futures end one by one. */
+  w->since_ns = f->start_ns_ > tl->done_ns ? f->start_ns_ : tl->done_ns;
   w->due_ns = w->dev_ns = w->quiet_until_ns = 0;
   if (f->adapt_ == UVCUDA__ADAPT_PENDING || f->adapt_ == UVCUDA__ADAPT_HOT) {
     w->quiet_until_ns = f->hot_until_ns_; /* the loop polls it till then */

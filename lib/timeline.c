@@ -366,12 +366,14 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
                              : 0);
     n++;
   }
-  tl->seen_ns = tl->after_ns = 0;
-  tl->seen_early = 0;
   if (n > 0) {
-    if (set->adaptive && seen) tl->pred.last_ns = seen;
+    if (seen == 0) seen = tl->seen_ns ? tl->seen_ns : uv_hrtime();
+    tl->done_ns = seen;
+    if (set->adaptive) tl->pred.last_ns = seen;
     uvcuda__tl_touch(set, tl);
   }
+  tl->seen_ns = tl->after_ns = 0;
+  tl->seen_early = 0;
   return n;
 }
 

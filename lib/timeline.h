@@ -50,6 +50,9 @@ struct uvcuda__timeline {
    * predicted window (watch.h). */
   uint64_t after_ns;
   int seen_early;
+  /* When its last future was seen done (0: none yet): the next one's wait
+   * cannot have begun before (the reactor's back-off counts from it). */
+  uint64_t done_ns;
   unsigned stamp;                 /* the spin pass that polled it */
   struct uvcuda__watch watch;     /* the reactor's */
   uint64_t watched;               /* the threshold the reactor holds; 0: none */
