@@ -49,6 +49,7 @@ static int pick(int32_t v, int32_t dflt, int32_t lo, int32_t hi, uint64_t *ns) {
 
 /* UVCUDA_OPT_ADAPTIVE / NO_ADAPTIVE, else the environment, else the
  * default (docs/api.md says which and why). */
+#define UVCUDA__ADAPTIVE_DEFAULT 0
 static int resolve_adaptive(uint32_t flags, int *out) {
   const char *env;
   uint32_t both = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;
@@ -59,7 +60,7 @@ static int resolve_adaptive(uint32_t flags, int *out) {
   }
   env = getenv("UVCUDA_ADAPTIVE");
   if (env == NULL || env[0] == '\0') {
-    *out = 0;
+    *out = UVCUDA__ADAPTIVE_DEFAULT;
     return 0;
   }
   if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) return UVCUDA_EINVAL;
