@@ -9,11 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <uv.h>
 
-#include "drvtab.h"
+#include "drvtab.h" /* support/: the driver API (lib/cuda-api.h), its table */
 #include "uvcuda.h"
 
 #define US 1000ull

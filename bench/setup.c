@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const char uvcuda_test_kernels_ptx[];
+#include "kernels.h"
+#include "simprobe.h"
 
 const char *cuname(CUresult r) {
   return uvcuda_err_name(UVCUDA_ECUDA(r));
@@ -43,7 +44,7 @@ int setup(void) {
            uvcuda_driver_dlerror() ? uvcuda_driver_dlerror() : "");
     return -1;
   }
-  bench.sim = bench.info.simulated;
+  bench.sim = support_driver_is_simulation();
   if (drvtab_resolve(&bench.cu, &miss) != 0) {
     print_miss(miss.name, miss.version, miss.err);
     return -1;
@@ -122,12 +123,10 @@ int setup(void) {
   bench.xctx[0] = bench.ctx;
   bench.xhold_d[0] = bench.hold_d;
   /* More contexts, more hardware queues: the simulation needs none. */
-  if (!bench.sim && bench.cu.cuCtxCreate == NULL && miss.opt_name)
-    print_miss(miss.opt_name, miss.opt_version, miss.opt_err);
-  if (!bench.sim && bench.cu.cuCtxCreate != NULL) {
+  if (!bench.sim) {
     for (k = 1; k < bench.opt.contexts; k++) {
       /* makes it current */
-      r = bench.cu.cuCtxCreate(&bench.xctx[k], NULL, 0, bench.dev);
+      r = bench.cu.cuCtxCreate(&bench.xctx[k], 0, bench.dev);
       for (i = 0; r == CUDA_SUCCESS && i < NPEND; i++)
         r = bench.cu.cuStreamCreate(&bench.xpend[k][i], CU_STREAM_NON_BLOCKING);
       if (r == CUDA_SUCCESS)

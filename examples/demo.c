@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <uv.h>
 
+/* support/: the driver API (lib/cuda-api.h) and its table, the simulation
+ * probe, the test kernels. */
 #include "drvtab.h"
+#include "kernels.h"
+#include "simprobe.h"
 #include "uvcuda.h"
-
-extern const char uvcuda_test_kernels_ptx[];
 
 #define N 4096
 
@@ -160,7 +160,7 @@ int main(void) {
   }
   CU(cu.cuDeviceGet(&dev, 0));
   cu.cuDeviceGetName(name, sizeof(name), dev);
-  if (info.simulated)
+  if (support_driver_is_simulation())
     printf("uvcuda demo on the SIMULATED CUDA driver (no GPU here; timings are not GPU numbers): %s\n",
            info.path);
   else

@@ -102,7 +102,6 @@ typedef struct uvcuda_driver_info_s {
   int memops32;            /* cuStreamWriteValue32 works (probed on device 0) */
   int memops64;            /* cuStreamWriteValue64 works (probed on device 0) */
   int host_task_sync;      /* cuLaunchHostFunc_v2 sync modes exist (>= 13.2) */
-  int simulated;           /* the loaded driver is uvcuda's test simulation */
 } uvcuda_driver_info_t;
 
 /* Loads and initialises the driver once per process (thread-safe; later

@@ -103,6 +103,5 @@ int uvcuda_driver_info(uvcuda_driver_info_t *info) {
   info->memops32 = caps_memops32;
   info->memops64 = caps_memops64;
   info->host_task_sync = uvcuda__drv.cuLaunchHostFunc_v2 != NULL;
-  info->simulated = uvcuda__driver_simulated();
   return 0;
 }

@@ -1,15 +1,17 @@
 /* cuda-api.h: the part of the CUDA driver API that uvcuda uses, declared
- * here so that the library (and the Node addon) build with a C compiler and
- * libuv alone: no CUDA Toolkit at build time. The driver itself is dlopen'ed
- * at run time (driver.c).
+ * here so that the library, the bindings, the simulated driver (test/sim),
+ * the tests, the bench and the examples build with a C compiler and libuv
+ * alone: no CUDA Toolkit at build time. The driver itself is dlopen'ed at
+ * run time (driver.c).
  *
  * What is declared: the opaque handles, CUdevice, CUdeviceptr, cuuint32_t /
- * cuuint64_t, CUhostFn, CUDAAPI / CUDA_CB, every CUresult value of CUDA 13.0,
- * the other enum constants and flag macros uvcuda names, and the
- * PFN_<name>_v<version> typedefs of cudaTypedefs.h that uvcuda calls entry
- * points through (driver.h's table, then bindings/node's). Names, values,
- * ABI versions and prototypes are the toolkit's own, so code reads the same
- * as with <cuda.h>. Add what new code needs; the drift test checks it.
+ * cuuint64_t, CUhostFn / CUstreamCallback, CUDAAPI / CUDA_CB, every CUresult
+ * value of CUDA 13.0, the other enum constants and flag macros this tree
+ * names, and the PFN_<name>_v<version> typedefs of cudaTypedefs.h that it
+ * calls entry points through (driver.h's table, support/drvtab.h's) or that
+ * the simulated driver implements. Names, values, ABI versions and
+ * prototypes are the toolkit's own, so code reads the same as with
+ * <cuda.h>. Add what new code needs; the drift test checks it.
  *
  * Next to the real header: a translation unit that includes <cuda.h> BEFORE
  * this header (CUDA_VERSION is then defined) gets the toolkit's declarations
@@ -146,6 +148,15 @@
   XX(CUDA_ERROR_KEY_ROTATION, 916)                      \
   XX(CUDA_ERROR_UNKNOWN, 999)
 
+/* cuCtxCreate flags (a subset). */
+#define UVCUDA_CU_CTX_FLAGS(XX)                         \
+  XX(CU_CTX_SCHED_AUTO, 0x00)                           \
+  XX(CU_CTX_SCHED_SPIN, 0x01)                           \
+  XX(CU_CTX_SCHED_YIELD, 0x02)                          \
+  XX(CU_CTX_SCHED_BLOCKING_SYNC, 0x04)                  \
+  XX(CU_CTX_MAP_HOST, 0x08)                             \
+  XX(CU_CTX_FLAGS_MASK, 0xFF)
+
 /* cuStreamCreate flags. */
 #define UVCUDA_CU_STREAM_FLAGS(XX)                      \
   XX(CU_STREAM_DEFAULT, 0x0)                            \
@@ -169,6 +180,11 @@
   XX(CU_STREAM_CAPTURE_MODE_GLOBAL, 0)                  \
   XX(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 1)            \
   XX(CU_STREAM_CAPTURE_MODE_RELAXED, 2)
+
+/* cuStreamWaitEvent flags. */
+#define UVCUDA_CU_EVENT_WAIT_FLAGS(XX)                  \
+  XX(CU_EVENT_WAIT_DEFAULT, 0x0)                        \
+  XX(CU_EVENT_WAIT_EXTERNAL, 0x1)
 
 /* cuStreamWaitValue32/64 flags. */
 #define UVCUDA_CU_STREAM_WAIT_VALUE_FLAGS(XX)           \
@@ -195,14 +211,27 @@
   XX(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)           \
   XX(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)
 
-/* cuDeviceGetAttribute: the attributes uvcuda may ask about (a subset of
- * the toolkit's enum; the values are its own). */
+/* cuDeviceGetAttribute: the attributes uvcuda, its tests and bench may
+ * ask about and the simulated driver answers (a subset of the toolkit's
+ * enum; the values are its own). */
 #define UVCUDA_CU_DEVICE_ATTRIBUTE(XX)                                   \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1)                       \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 2)                             \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 3)                             \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 4)                             \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 5)                              \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 6)                              \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 7)                              \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 8)                 \
+  XX(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 9)                       \
+  XX(CU_DEVICE_ATTRIBUTE_WARP_SIZE, 10)                                  \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 12)                    \
   XX(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 16)                       \
   XX(CU_DEVICE_ATTRIBUTE_INTEGRATED, 18)                                 \
   XX(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 19)                        \
   XX(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 31)                         \
   XX(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 33)                                 \
+  XX(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 39)             \
   XX(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 40)                         \
   XX(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 41)                         \
   XX(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 75)                   \
@@ -211,6 +240,8 @@
   XX(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 88)                     \
   XX(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 91)    \
   XX(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 92)                  \
+  XX(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, 93)           \
+  XX(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1, 94)           \
   XX(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 99)                    \
   XX(CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 113)         \
   XX(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 115)                    \
@@ -220,8 +251,11 @@
 /* XX(enum tag, typedef name, value list), as the toolkit names them. */
 #define UVCUDA_CU_ENUMS(XX)                                                  \
   XX(cudaError_enum, CUresult, UVCUDA_CU_RESULT)                             \
+  XX(CUctx_flags_enum, CUctx_flags, UVCUDA_CU_CTX_FLAGS)                     \
   XX(CUstream_flags_enum, CUstream_flags, UVCUDA_CU_STREAM_FLAGS)            \
   XX(CUevent_flags_enum, CUevent_flags, UVCUDA_CU_EVENT_FLAGS)               \
+  XX(CUevent_wait_flags_enum, CUevent_wait_flags,                            \
+     UVCUDA_CU_EVENT_WAIT_FLAGS)                                             \
   XX(CUstreamCaptureStatus_enum, CUstreamCaptureStatus,                      \
      UVCUDA_CU_STREAM_CAPTURE_STATUS)                                        \
   XX(CUstreamCaptureMode_enum, CUstreamCaptureMode,                          \
@@ -283,15 +317,23 @@
 /* What the bindings, tests, bench and examples call beyond lib/: with the
  * list above, support/drvtab.h's one table (resolved through
  * uvcuda_driver_symbol). Every entry exists in every driver uvcuda
- * supports and in the simulated driver. */
+ * supports and in the simulated driver. cuCtxCreate is the CUDA 3.2 ABI
+ * (flags, device): every driver uvcuda supports has it, where 12.5's
+ * (CUctxCreateParams, listed for the simulation below) needs 12.5. */
 #define UVCUDA_CU_PFNS_SUPPORT(XX) \
+  XX(cuCtxCreate, 3020, (CUcontext *pctx, unsigned int flags, CUdevice_v1 dev)) \
   XX(cuCtxDestroy, 4000, (CUcontext ctx)) \
+  XX(cuCtxPushCurrent, 4000, (CUcontext ctx)) \
+  XX(cuCtxPopCurrent, 4000, (CUcontext *pctx)) \
   XX(cuMemsetD32Async, 3020, (CUdeviceptr_v2 dstDevice, unsigned int ui, size_t N, CUstream hStream)) \
   XX(cuDeviceGetName, 2000, (char *name, int len, CUdevice_v1 dev)) \
   XX(cuStreamBeginCapture, 10010, (CUstream hStream, CUstreamCaptureMode mode)) \
   XX(cuStreamEndCapture, 10000, (CUstream hStream, CUgraph *phGraph)) \
   XX(cuStreamWaitEvent, 3020, (CUstream hStream, CUevent hEvent, unsigned int Flags)) \
   XX(cuGraphDestroy, 10000, (CUgraph hGraph)) \
+  XX(cuGraphInstantiateWithFlags, 11040, (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)) \
+  XX(cuGraphLaunch, 10000, (CUgraphExec hGraph, CUstream hStream)) \
+  XX(cuGraphExecDestroy, 10000, (CUgraphExec hGraphExec)) \
   XX(cuMemAlloc, 3020, (CUdeviceptr_v2 *dptr, size_t bytesize)) \
   XX(cuMemFree, 3020, (CUdeviceptr_v2 dptr)) \
   XX(cuMemcpyHtoDAsync, 3020, (CUdeviceptr_v2 dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)) \
@@ -304,13 +346,28 @@
   XX(cuLaunchKernel, 4000, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))
 
 /* Entry points a driver may lack (left NULL in support/drvtab.h's table):
- * the stream-ordered allocator, CUDA 12.5's cuCtxCreate and 12.4's
- * cuFuncGetParamInfo (the simulated driver has none of them). */
+ * the stream-ordered allocator and 12.4's cuFuncGetParamInfo (the
+ * simulated driver has none of them). */
 #define UVCUDA_CU_PFNS_SUPPORT_OPTIONAL(XX) \
   XX(cuMemAllocAsync, 11020, (CUdeviceptr_v2 *dptr, size_t bytesize, CUstream hStream)) \
   XX(cuMemFreeAsync, 11020, (CUdeviceptr_v2 dptr, CUstream hStream)) \
-  XX(cuCtxCreate, 12050, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice_v1 dev)) \
   XX(cuFuncGetParamInfo, 12040, (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+
+/* What the simulated driver (test/sim) implements beyond the lists above:
+ * the other ABI versions of their entry points that a driver serves to
+ * older or newer callers, and a few entry points nothing here calls
+ * through a table (the simulation's own tests do). In no table. */
+#define UVCUDA_CU_PFNS_SIM(XX) \
+  XX(cuGetProcAddress, 11030, (const char *symbol, void **pfn, int driverVersion, cuuint64_t flags)) \
+  XX(cuCtxCreate, 12050, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice_v1 dev)) \
+  XX(cuCtxGetDevice, 13000, (CUdevice_v1 *device, CUcontext ctx)) \
+  XX(cuCtxSynchronize, 13000, (CUcontext ctx)) \
+  XX(cuEventSynchronize, 2000, (CUevent hEvent)) \
+  XX(cuStreamAddCallback, 5000, (CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)) \
+  XX(cuStreamWriteValue32, 8000, (CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags)) \
+  XX(cuStreamWriteValue64, 9000, (CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags)) \
+  XX(cuStreamWaitValue32, 8000, (CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags)) \
+  XX(cuMemcpyPeerAsync, 4000, (CUdeviceptr_v2 dstDevice, CUcontext dstContext, CUdeviceptr_v2 srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream))
 
 #if defined(CUDA_VERSION) && !defined(UVCUDA_CUDA_API_SELFTEST)
 
@@ -352,7 +409,19 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUevent_st *CUevent;
 typedef struct CUstream_st *CUstream;
 typedef struct CUgraph_st *CUgraph;
-typedef struct CUctxCreateParams_st CUctxCreateParams; /* cuCtxCreate v4 */
+typedef struct CUgraphExec_st *CUgraphExec;
+
+/* cuCtxCreate v4's parameters (12.5). Their pointees are declared no
+ * further: nothing here fills them. The drift test compares the layout. */
+typedef struct CUexecAffinityParam_st CUexecAffinityParam;
+typedef struct CUctxCigParam_st CUctxCigParam;
+#ifndef UVCUDA_CUDA_API_SELFTEST
+typedef struct CUctxCreateParams_st {
+  CUexecAffinityParam *execAffinityParams;
+  int numExecAffinityParams;
+  CUctxCigParam *cigParams;
+} CUctxCreateParams;
+#endif
 
 typedef void (CUDA_CB *CUhostFn)(void *userData);
 
@@ -387,6 +456,9 @@ UVCUDA_CU_ENUMS(UVCUDA_CU__ENUM)
 #undef UVCUDA_CU__ENUM
 #undef UVCUDA_CU__VALUE
 
+/* cuStreamAddCallback's callback (it takes a CUresult: after the enums). */
+typedef void (CUDA_CB *CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
+
 /* ---- Entry points: PFN_<name>_v<ABI version> -------------------------- */
 
 /* In the self-test these use the toolkit's enum types (ours carry the
@@ -397,6 +469,7 @@ UVCUDA_CU_ENUMS(UVCUDA_CU__ENUM)
 UVCUDA_CU_PFNS_LIB(UVCUDA_CU__PFN)
 UVCUDA_CU_PFNS_SUPPORT(UVCUDA_CU__PFN)
 UVCUDA_CU_PFNS_SUPPORT_OPTIONAL(UVCUDA_CU__PFN)
+UVCUDA_CU_PFNS_SIM(UVCUDA_CU__PFN)
 #undef UVCUDA_CU__PFN
 
 #endif /* !CUDA_VERSION || UVCUDA_CUDA_API_SELFTEST */

@@ -19,7 +19,6 @@ static int load_status;
 static int load_ok;
 static char load_path[512];
 static char load_error[512];
-static int load_simulated;
 /* Set in a child forked after the load: CUDA does not follow a fork (its
  * use there is undefined), nor do the reactor's and the driver's threads,
  * so nothing may be used. */
@@ -90,7 +89,6 @@ static int fail_load(int status, const char *what, const char *detail) {
 
 static int do_load(void) {
   const char *path = getenv("UVCUDA_LIBCUDA");
-  int (*is_sim)(void);
   void *pfn;
   CUresult r;
   int err;
@@ -105,8 +103,6 @@ static int do_load(void) {
   if (pfn == NULL)
     return fail_load(UVCUDA_ENOSYM, "no cuGetProcAddress_v2", dlerror());
   memcpy(&uvcuda__drv.cuGetProcAddress, &pfn, sizeof(pfn));
-  is_sim = (int (*)(void))dlsym(uvcuda__drv.handle, "simcuda_is_simulation");
-  load_simulated = is_sim != NULL && is_sim();
 
   /* Version first: it bounds every other request. */
   err = resolve("cuDriverGetVersion", 2020, &pfn);
@@ -178,7 +174,6 @@ int uvcuda__driver_loaded(void) {
   return __atomic_load_n(&load_ok, __ATOMIC_ACQUIRE) && !forked;
 }
 
-int uvcuda__driver_simulated(void) { return load_simulated; }
 const char *uvcuda__driver_path(void) { return load_path; }
 
 int uvcuda_driver_symbol(const char *name, int cuda_version, void **pfn) {

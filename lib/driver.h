@@ -78,7 +78,6 @@ const char *uvcuda__driver_path(void);
  * public call that would touch CUDA, the reactor or a loop or future made
  * before the fork returns UVCUDA_EFORKED). */
 int uvcuda__driver_forked(void);
-int uvcuda__driver_simulated(void);
 
 /* The frame of every driver call uvcuda makes on its own behalf: the
  * context it needs is made current, and the thread's stream-capture

@@ -24,8 +24,6 @@
 
 #include "simcuda.h"
 
-extern const char uvcuda_test_kernels_ptx[];
-
 static int want_real;
 /* x10 under UVCUDA_TEST_SLOW (valgrind); env UVCUDA_TEST_WATCHDOG_MS. */
 static int watchdog_ms = 20000;
@@ -48,41 +46,6 @@ static const case_t *param(void **state) { return *state; }
 
 static const char *strategy_name(uvcuda_completion_t c) {
   return uvcuda_completion_name(c);
-}
-
-/* ---- driver calls beyond tu.h ------------------------------------------- */
-
-static struct {
-  PFN_cuCtxCreate_v3020 cuCtxCreate;
-  PFN_cuCtxDestroy_v4000 cuCtxDestroy;
-  PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
-  PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
-  PFN_cuStreamGetCtx_v9020 cuStreamGetCtx;
-  PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiate;
-  PFN_cuGraphLaunch_v10000 cuGraphLaunch;
-  PFN_cuGraphExecDestroy_v10000 cuGraphExecDestroy;
-} cx;
-
-#define SYM(field, name, ver)                                           \
-  do {                                                                  \
-    void *p_;                                                           \
-    if (uvcuda_driver_symbol(name, ver, &p_) != 0) {                    \
-      fprintf(stderr, "contract: missing %s\n", name);                  \
-      return 1;                                                         \
-    }                                                                   \
-    memcpy(&cx.field, &p_, sizeof(p_));                                 \
-  } while (0)
-
-static int resolve_extra(void) {
-  SYM(cuCtxCreate, "cuCtxCreate", 3020);
-  SYM(cuCtxDestroy, "cuCtxDestroy", 4000);
-  SYM(cuCtxPushCurrent, "cuCtxPushCurrent", 4000);
-  SYM(cuCtxPopCurrent, "cuCtxPopCurrent", 4000);
-  SYM(cuStreamGetCtx, "cuStreamGetCtx", 9020);
-  SYM(cuGraphInstantiate, "cuGraphInstantiateWithFlags", 11040);
-  SYM(cuGraphLaunch, "cuGraphLaunch", 10000);
-  SYM(cuGraphExecDestroy, "cuGraphExecDestroy", 10000);
-  return 0;
 }
 
 static int sim(void) { return tu_is_simulated(); }
@@ -109,22 +72,22 @@ static void tctx_create(tctx_t *t) {
   CUresult r;
   memset(t, 0, sizeof(*t));
   TU_CU(tu.cuDeviceGet(&dev, 0));
-  if ((r = cx.cuCtxCreate(&t->ctx, 0, dev)) != CUDA_SUCCESS)
+  if ((r = tu.cuCtxCreate(&t->ctx, 0, dev)) != CUDA_SUCCESS)
     fail_msg("cuCtxCreate = %d after %d contexts made in this case", (int)r, g_contexts);
   g_contexts++;
-  TU_CU(cx.cuCtxPopCurrent(NULL));
+  TU_CU(tu.cuCtxPopCurrent(NULL));
 }
 
 static void tctx_kernels(tctx_t *t) {
-  TU_CU(cx.cuCtxPushCurrent(t->ctx));
+  TU_CU(tu.cuCtxPushCurrent(t->ctx));
   TU_CU(tu.cuModuleLoadData(&t->mod, uvcuda_test_kernels_ptx));
   TU_CU(tu.cuModuleGetFunction(&t->fault, t->mod, "uvcuda_fault"));
   TU_CU(tu.cuModuleGetFunction(&t->sleep, t->mod, "uvcuda_sleep_ns"));
-  TU_CU(cx.cuCtxPopCurrent(NULL));
+  TU_CU(tu.cuCtxPopCurrent(NULL));
 }
 
 static void tctx_destroy(tctx_t *t) {
-  if (t->ctx) cx.cuCtxDestroy(t->ctx); /* takes its streams and module */
+  if (t->ctx) tu.cuCtxDestroy(t->ctx); /* takes its streams and module */
   t->ctx = NULL;
 }
 
@@ -151,9 +114,9 @@ static void tctx_destroy_the_rest(void) {
 
 static CUstream stream_in(CUcontext c) {
   CUstream s;
-  TU_CU(cx.cuCtxPushCurrent(c));
+  TU_CU(tu.cuCtxPushCurrent(c));
   s = tu_stream();
-  TU_CU(cx.cuCtxPopCurrent(NULL));
+  TU_CU(tu.cuCtxPopCurrent(NULL));
   return s;
 }
 
@@ -656,8 +619,8 @@ static void capture_round(const case_t *k, CUstreamCaptureMode mode, int spin_us
   during = called(r, n);
   end = tu.cuStreamEndCapture(s, &graph);
   if (end == CUDA_SUCCESS && graph) {
-    inst = cx.cuGraphInstantiate(&exec, graph, 0);
-    if (inst == CUDA_SUCCESS) launch = cx.cuGraphLaunch(exec, s);
+    inst = tu.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    if (inst == CUDA_SUCCESS) launch = tu.cuGraphLaunch(exec, s);
   }
   if (during)
     fail_msg("%s: %d future(s) called back while the capture was open (first "
@@ -676,7 +639,7 @@ static void capture_round(const case_t *k, CUstreamCaptureMode mode, int spin_us
   assert_status(r[0].status, 0, "future on the captured stream", 0);
   if (others) assert_status(r[1].status, 0, "future on another stream", 1);
   TU_CU(tu.cuStreamSynchronize(s));
-  cx.cuGraphExecDestroy(exec);
+  tu.cuGraphExecDestroy(exec);
   tu.cuGraphDestroy(graph);
   close_all(&uv, &ul, f, n);
   tu_stream_destroy(s);
@@ -713,10 +676,10 @@ static void *capture_thread(void *arg) {
   x->end = tu.cuStreamEndCapture(x->c, &graph);
   x->inst = x->launch = CUDA_ERROR_UNKNOWN;
   if (x->end == CUDA_SUCCESS && graph) {
-    x->inst = cx.cuGraphInstantiate(&exec, graph, 0);
-    if (x->inst == CUDA_SUCCESS) x->launch = cx.cuGraphLaunch(exec, x->c);
+    x->inst = tu.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    if (x->inst == CUDA_SUCCESS) x->launch = tu.cuGraphLaunch(exec, x->c);
     tu.cuStreamSynchronize(x->c);
-    if (exec) cx.cuGraphExecDestroy(exec);
+    if (exec) tu.cuGraphExecDestroy(exec);
     tu.cuGraphDestroy(graph);
   }
   return NULL;
@@ -1123,7 +1086,7 @@ static CUresult g_op_rc;
 static int op_note_context(uvcuda_future_t *f, uvcuda_stream_t s) {
   (void)f;
   g_op_rc = tu.cuCtxGetCurrent(&g_op_current);
-  if (g_op_rc == CUDA_SUCCESS) g_op_rc = cx.cuStreamGetCtx((CUstream)s, &g_op_stream_ctx);
+  if (g_op_rc == CUDA_SUCCESS) g_op_rc = tu.cuStreamGetCtx((CUstream)s, &g_op_stream_ctx);
   return 0;
 }
 
@@ -1335,7 +1298,6 @@ static int run_child(const case_t *k) {
   rc = tu_setup(want_real);
   if (rc != 0) return rc;
   if (k->sim_only && !sim()) return 77;
-  if (resolve_extra() != 0) return 1;
   rc = cmocka_run_group_tests_name(k->label, t, NULL, NULL);
   tu_teardown();
   return rc != 0 ? 1 : g_skipped ? 77 : 0;

@@ -13,6 +13,7 @@
 
 #include "driver.h"
 #include "simcuda.h"
+#include "simprobe.h"
 
 /* A child reports the first failed check by its line number. */
 #define CHECK(cond)                                                   \
@@ -36,7 +37,7 @@ static int c_loads(void *arg) {
   CHECK(uvcuda_driver_load() == 0);
   CHECK(uvcuda_driver_dlerror() == NULL);
   CHECK(uvcuda_driver_info(&info) == 0);
-  CHECK(info.simulated == 1);
+  CHECK(support_driver_is_simulation() == 1);
   CHECK(info.driver_version == 13000);
   CHECK(info.device_count == 1);
   CHECK(info.memops32 == 1 && info.memops64 == 1);

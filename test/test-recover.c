@@ -289,7 +289,7 @@ static int c_own_context_survives_reset(void *arg) {
 
   if ((rc = tu_setup(want_real)) != 0) return rc;
   CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-  CHECK(tu.cuCtxCreate(&c2, NULL, 0, dev) == CUDA_SUCCESS);
+  CHECK(tu.cuCtxCreate(&c2, 0, dev) == CUDA_SUCCESS);
   CHECK(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
   CHECK(loop_open(&uv, &ul, UVCUDA_COMPLETION_AUTO) == 0);
   CHECK(start(&ul, &before, s) == 0);
@@ -348,7 +348,7 @@ static int c_hostfn_restart_after_reset(void *arg) {
   if ((rc = tu_setup(want_real)) != 0) return rc;
   if (!tu_is_simulated()) return 77;
   CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-  CHECK(tu.cuCtxCreate(&c2, NULL, 0, dev) == CUDA_SUCCESS);
+  CHECK(tu.cuCtxCreate(&c2, 0, dev) == CUDA_SUCCESS);
   CHECK(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
   CHECK(simcuda_enqueue_work(s, 300ull * 1000000ull) == CUDA_SUCCESS);
   CHECK(loop_open(&uv, &ul, UVCUDA_COMPLETION_HOSTFN) == 0);
@@ -430,7 +430,7 @@ static int c_retry_from_callback_after_reset(void *arg) {
   if ((rc = tu_setup(want_real)) != 0) return rc;
   if (!tu_is_simulated()) return 77; /* simcuda_enqueue_work holds it */
   CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-  CHECK(tu.cuCtxCreate(&c2, NULL, 0, dev) == CUDA_SUCCESS);
+  CHECK(tu.cuCtxCreate(&c2, 0, dev) == CUDA_SUCCESS);
   memset(&r, 0, sizeof(r));
   CHECK(tu.cuStreamCreate(&r.s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
   uvcuda_options_init(&o);
@@ -692,7 +692,7 @@ static int c_destroyed_context(void *arg) {
   CHECK(tu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
   for (i = 0; i < 3; i++) {
     CUcontext x;
-    CHECK(tu.cuCtxCreate(&x, NULL, 0, dev) == CUDA_SUCCESS); /* current */
+    CHECK(tu.cuCtxCreate(&x, 0, dev) == CUDA_SUCCESS); /* current */
     CHECK(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
     CHECK(simcuda_enqueue_work(s, 50ull * 1000000ull) == CUDA_SUCCESS);
     CHECK(start(&ul, &it, s) == 0);

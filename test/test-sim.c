@@ -82,12 +82,8 @@ static void no_registration_auto_falls_back(void **state) {
   int i;
   for (k = 0; k < sizeof(refusals) / sizeof(refusals[0]); k++) {
     /* A context of its own: the test's has counter pages already. */
-    PFN_cuCtxCreate_v3020 ctx_create;
-    PFN_cuCtxDestroy_v4000 ctx_destroy;
     CUcontext c;
-    TU_OK(uvcuda_driver_symbol("cuCtxCreate", 3020, (void **)&ctx_create));
-    TU_OK(uvcuda_driver_symbol("cuCtxDestroy", 4000, (void **)&ctx_destroy));
-    TU_CU(ctx_create(&c, 0, 0));
+    TU_CU(tu.cuCtxCreate(&c, 0, 0));
     TU_CU(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     simcuda_fail("cuMemHostRegister", refusals[k], -1);
     lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
@@ -106,7 +102,7 @@ static void no_registration_auto_falls_back(void **state) {
     tu_fx_close(lp);
     teardown_failures();
     TU_CU(tu.cuStreamDestroy(s));
-    TU_CU(ctx_destroy(c));
+    TU_CU(tu.cuCtxDestroy(c));
     TU_CU(tu.cuCtxSetCurrent(tu_ctx));
   }
 }
@@ -176,14 +172,10 @@ static void enqueue_failures_reach_the_callback(void **state) {
  * stream needs one, and a registration that fails is that future's error. */
 static void pinned_memory_exhausted(void **state) {
   tu_fx_t *fx = tu_fx(state);
-  PFN_cuCtxCreate_v3020 ctx_create;
-  PFN_cuCtxDestroy_v4000 ctx_destroy;
   tu_fx_loop_t *lp;
   CUcontext c;
   CUstream s;
-  TU_OK(uvcuda_driver_symbol("cuCtxCreate", 3020, (void **)&ctx_create));
-  TU_OK(uvcuda_driver_symbol("cuCtxDestroy", 4000, (void **)&ctx_destroy));
-  TU_CU(ctx_create(&c, 0, 0));
+  TU_CU(tu.cuCtxCreate(&c, 0, 0));
   TU_CU(tu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   lp = init_loop(fx, UVCUDA_COMPLETION_AUTO);
   simcuda_fail("cuMemHostRegister", CUDA_ERROR_OUT_OF_MEMORY, 1);
@@ -192,7 +184,7 @@ static void pinned_memory_exhausted(void **state) {
   tu_fx_close(lp);
   teardown_failures();
   TU_CU(tu.cuStreamDestroy(s));
-  TU_CU(ctx_destroy(c));
+  TU_CU(tu.cuCtxDestroy(c));
   TU_CU(tu.cuCtxSetCurrent(tu_ctx));
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "simprobe.h"
 #include "uvcuda.h"
 
 static const int own_codes[] = {
@@ -233,6 +234,7 @@ static void missing_driver_is_reported(void **state) {
   assert_int_equal(uvcuda_driver_info(NULL), UVCUDA_EINVAL);
   assert_int_equal(uvcuda_driver_symbol("cuInit", 2000, &p), UVCUDA_ENODRIVER);
   assert_null(p);
+  assert_int_equal(support_driver_is_simulation(), 0); /* no driver: no */
   /* *pfn is NULL on every error (uvcuda.h), bad arguments included. */
   p = (void *)&p;
   assert_int_equal(uvcuda_driver_symbol(NULL, 2000, &p), UVCUDA_EINVAL);

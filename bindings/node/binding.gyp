@@ -3,6 +3,10 @@
 # `npm run prebuildify` to make that prebuild. The repository's Meson build
 # (meson.build here) builds the same addon for development and its tests.
 {
+  "variables": {
+    # deps/uvcuda in the npm package, else the repository (scripts/gyp.js)
+    "uvcuda_root": "<!(node scripts/gyp.js root)",
+  },
   "targets": [
     {
       "target_name": "uvcuda",
@@ -17,8 +21,9 @@
         "src/params.c",
         "src/reaper.c",
         "src/stream.c",
+        "<(uvcuda_root)/support/simprobe.c",
       ],
-      "include_dirs": ["src"],
+      "include_dirs": ["src", "<(uvcuda_root)/support"],
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-fvisibility=hidden"],
       "cflags_c": ["-std=gnu11"],

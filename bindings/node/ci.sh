@@ -71,6 +71,7 @@ tgz=$(ls "$work"/uvcuda-*.tgz)
 tar tzf "$tgz" > "$work/files"
 grep -qx 'package/prebuilds/linux-x64/node.napi.glibc.node' "$work/files"
 grep -qx 'package/deps/uvcuda/include/uvcuda/napi.h' "$work/files"
+grep -qx 'package/deps/uvcuda/support/simprobe.c' "$work/files"
 grep -qx 'package/kernels/kernels.ptx' "$work/files"
 grep -qx 'package/LICENSE' "$work/files"
 echo "packed $(basename "$tgz"): $(wc -l < "$work/files") files"

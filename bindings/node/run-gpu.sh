@@ -9,7 +9,7 @@ B=${1:?build dir}
 OUT=${2:?out dir}
 mkdir -p "$OUT"
 export UVCUDA_NODE_ADDON="$B/bindings/node/uvcuda.node"
-export UVCUDA_TEST_PTX="$PWD/test/common/kernels.ptx"
+export UVCUDA_TEST_PTX="$PWD/support/kernels.ptx"
 if [ ! -f "$UVCUDA_NODE_ADDON" ]; then echo "node: addon not built at $UVCUDA_NODE_ADDON"; exit 1; fi
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } > "$OUT/node-settle.md" 2>&1
 timeout 120 node bindings/node/bench/settle.js >> "$OUT/node-settle.md" 2>&1

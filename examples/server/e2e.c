@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "protocol.h"
+#include "simprobe.h" /* support/ */
 #include "uvcuda.h"
 
 static const char *server_path, *client_path;
@@ -826,7 +827,7 @@ static int gpu_available(void) {
             uvcuda_driver_dlerror() ? uvcuda_driver_dlerror() : "?");
     return 0;
   }
-  if (info.simulated) {
+  if (support_driver_is_simulation()) {
     fprintf(stderr, "e2e: the loaded driver is the simulation: skipping\n");
     return 0;
   }

@@ -38,15 +38,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <uv.h>
 
+/* support/: the driver API (lib/cuda-api.h) and its table, the simulation
+ * probe, the test kernels. */
 #include "drvtab.h"
+#include "kernels.h"
 #include "protocol.h"
+#include "simprobe.h"
 #include "uvcuda.h"
-
-extern const char uvcuda_test_kernels_ptx[];
 
 /* ---- small intrusive list -------------------------------------------- */
 
@@ -78,7 +78,7 @@ static qnode_t *q_pop(qnode_t *h) {
 #define CONTAINER(ptr, type, field) \
   ((type *)(void *)((char *)(ptr) - offsetof(type, field)))
 
-/* ---- the CUDA driver: test/common/drvtab.h, through uvcuda_driver_symbol */
+/* ---- the CUDA driver: support/drvtab.h, through uvcuda_driver_symbol ---- */
 
 static drvtab_t cu;
 
@@ -1234,8 +1234,8 @@ static int driver_setup(void) {
           uvcuda_driver_dlerror() ? uvcuda_driver_dlerror() : "");
     return -1;
   }
-  S.simulated = info.simulated;
-  if (opt.require_gpu && info.simulated) {
+  S.simulated = support_driver_is_simulation();
+  if (opt.require_gpu && S.simulated) {
     logf_("--require-gpu: the loaded driver is the simulation (%s)", info.path);
     return -3;
   }

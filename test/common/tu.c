@@ -1,6 +1,7 @@
 #include "tu.h"
 
 #include "fixture.h"
+#include "simprobe.h"
 
 #include <execinfo.h>
 #include <signal.h>
@@ -11,8 +12,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern const char uvcuda_test_kernels_ptx[];
 
 drvtab_t tu;
 CUcontext tu_ctx;
@@ -37,8 +36,8 @@ int tu_setup(int want_real) {
             uvcuda_driver_dlerror() ? uvcuda_driver_dlerror() : "?");
     return 77;
   }
-  simulated = info.simulated;
-  if (want_real && info.simulated) {
+  simulated = support_driver_is_simulation();
+  if (want_real && simulated) {
     fprintf(stderr, "tu: the loaded driver is the simulation: skipping\n");
     return 77;
   }

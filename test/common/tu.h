@@ -11,14 +11,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <uv.h>
 
 #include "drvtab.h"
+#include "kernels.h"
 #include "uvcuda.h"
 
-/* The driver entry points tests call (drvtab.h), resolved by tu_setup. */
+/* The driver entry points tests call (support/drvtab.h: lib/cuda-api.h's
+ * lists), resolved by tu_setup. */
 extern drvtab_t tu;
 extern CUcontext tu_ctx;
 extern CUfunction tu_fn_sleep, tu_fn_fault, tu_fn_add, tu_fn_checksum;
@@ -30,6 +30,8 @@ int tu_setup(int want_real);
 /* With UVCUDA_TEST_BACKTRACE set: a crash prints a backtrace (tu.c). */
 void tu_backtrace_on_crash(void);
 void tu_teardown(void);
+/* Whether the loaded driver is the simulation (support/simprobe.h), as
+ * tu_setup found it. */
 int tu_is_simulated(void);
 
 CUstream tu_stream(void);

@@ -8,8 +8,7 @@
 #       toolkit hidden too).
 # Usage: test/consumers/ci.sh [BUILD]
 #   BUILD: a uvcuda build directory with test/sim/libsimcuda.so in it (built
-#   if missing there); without it, a scratch build makes one (the simulated
-#   driver needs the toolkit's headers, like the tests).
+#   if missing there); without it, a scratch build makes one.
 #   UVCUDA_CONSUMERS_KEEP=1 keeps the scratch directory.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -45,6 +45,7 @@ int main(void) {
   cu_stream_create_fn cu_stream_create;
   cu_stream_destroy_fn cu_stream_destroy;
   uvcuda_driver_info_t info;
+  void *sim = NULL;
   uvcuda_loop_t gpu;
   uvcuda_future_t fut;
   void *ctx = NULL, *stream = NULL;
@@ -56,9 +57,11 @@ int main(void) {
             uvcuda_strerror(err), uvcuda_driver_dlerror());
     return 1;
   }
+  /* Only uvcuda's simulated driver resolves this name (support/simprobe.h). */
+  uvcuda_driver_symbol("uvcudaSimIsSimulation", 12000, &sim);
   printf("uvcuda %d.%d.%d, driver %d%s, %d device(s)\n", UVCUDA_VERSION_MAJOR,
          UVCUDA_VERSION_MINOR, UVCUDA_VERSION_PATCH, info.driver_version,
-         info.simulated ? " (simulated)" : "", info.device_count);
+         sim != NULL ? " (simulated)" : "", info.device_count);
 
   RESOLVE(cu_device_get, "cuDeviceGet", 2000);
   RESOLVE(cu_ctx_retain, "cuDevicePrimaryCtxRetain", 7000);

@@ -21,6 +21,10 @@ void cuda_api_own_sizes(struct cuda_api_sizes *s) {
   s->result = sizeof(CUresult);
   /* Every PFN of driver.h's table is declared (else this fails to build). */
   s->driver_table = sizeof(struct uvcuda__driver);
+  s->ctx_params = sizeof(CUctxCreateParams);
+  s->ctx_params_affinity = offsetof(CUctxCreateParams, execAffinityParams);
+  s->ctx_params_naffinity = offsetof(CUctxCreateParams, numExecAffinityParams);
+  s->ctx_params_cig = offsetof(CUctxCreateParams, cigParams);
   s->stream_legacy = (uintptr_t)CU_STREAM_LEGACY;
   s->stream_per_thread = (uintptr_t)CU_STREAM_PER_THREAD;
   s->success = CUDA_SUCCESS;

@@ -6,6 +6,9 @@
 
 struct cuda_api_sizes {
   size_t cuuint32, cuuint64, deviceptr, device, result, driver_table;
+  /* CUctxCreateParams: its size and its members' offsets (the one struct
+   * cuda-api.h lays out; the self-test cannot declare it twice). */
+  size_t ctx_params, ctx_params_affinity, ctx_params_naffinity, ctx_params_cig;
   uintptr_t stream_legacy, stream_per_thread;
   long long success, unknown;
 };

@@ -6,13 +6,16 @@
  * compile), defines every flag macro again (a different value is a
  * "redefined" error under -Werror), and declares its enums under
  * uvcuda_selftest_<name>, which the asserts below compare with the
- * toolkit's, constant by constant. */
+ * toolkit's, constant by constant. The one struct it lays out
+ * (CUctxCreateParams) is compared at run time: own.c's size and offsets
+ * against the toolkit's. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
 #define UVCUDA_CUDA_API_SELFTEST 1
 #include "cuda-api.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -46,6 +49,9 @@ _Static_assert(__builtin_types_compatible_p(PFN_cuGetProcAddress_v12000,
                "PFN_cuGetProcAddress_v12000 differs from cudaTypedefs.h");
 _Static_assert(__builtin_types_compatible_p(CUhostFn, void (CUDA_CB *)(void *)),
                "CUhostFn differs from <cuda.h>");
+_Static_assert(__builtin_types_compatible_p(CUstreamCallback,
+                   void (CUDA_CB *)(CUstream, CUresult, void *)),
+               "CUstreamCallback differs from <cuda.h>");
 
 #define COUNT_VALUE(name, value) +1
 #define COUNT_ENUM_VALUES(tag, type, values) values(COUNT_VALUE)
@@ -71,6 +77,10 @@ int main(void) {
   SAME(own.deviceptr, sizeof(CUdeviceptr));
   SAME(own.device, sizeof(CUdevice));
   SAME(own.result, sizeof(CUresult));
+  SAME(own.ctx_params, sizeof(CUctxCreateParams));
+  SAME(own.ctx_params_affinity, offsetof(CUctxCreateParams, execAffinityParams));
+  SAME(own.ctx_params_naffinity, offsetof(CUctxCreateParams, numExecAffinityParams));
+  SAME(own.ctx_params_cig, offsetof(CUctxCreateParams, cigParams));
   SAME(own.stream_legacy, (uintptr_t)CU_STREAM_LEGACY);
   SAME(own.stream_per_thread, (uintptr_t)CU_STREAM_PER_THREAD);
   SAME(own.success, CUDA_SUCCESS);

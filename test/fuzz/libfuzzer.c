@@ -10,18 +10,12 @@
 CUcontext fuzz_ctx1;
 
 static void setup(void) {
-  PFN_cuDeviceGet_v2000 get;
-  PFN_cuDevicePrimaryCtxRetain_v7000 retain;
   CUdevice d1;
-  void *p;
   setenv("SIMCUDA_DEVICES", "2", 1);
   setenv("UVCUDA_FUZZ_QUIET", "1", 1);
   if (tu_setup(0) != 0 || !tu_is_simulated()) abort(); /* UVCUDA_LIBCUDA=sim */
-  uvcuda_driver_symbol("cuDeviceGet", 2000, &p);
-  memcpy(&get, &p, sizeof(p));
-  uvcuda_driver_symbol("cuDevicePrimaryCtxRetain", 7000, &p);
-  memcpy(&retain, &p, sizeof(p));
-  if (get(&d1, 1) == CUDA_SUCCESS) retain(&fuzz_ctx1, d1);
+  if (tu.cuDeviceGet(&d1, 1) == CUDA_SUCCESS)
+    tu.cuDevicePrimaryCtxRetain(&fuzz_ctx1, d1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -90,23 +90,9 @@ struct fz {
  * which one a failure needs). */
 static int skip_capture, skip_recreate, skip_fault, skip_refuse;
 
-static struct {
-  PFN_cuCtxCreate_v3020 cuCtxCreate;
-  PFN_cuCtxDestroy_v4000 cuCtxDestroy;
-  PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
-  PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiate;
-  PFN_cuGraphLaunch_v10000 cuGraphLaunch;
-  PFN_cuGraphExecDestroy_v10000 cuGraphExecDestroy;
-} fx;
 static pthread_once_t fx_once = PTHREAD_ONCE_INIT;
 
-static void fx_sym(void *field, const char *name, int ver) {
-  void *p = NULL;
-  uvcuda_driver_symbol(name, ver, &p);
-  memcpy(field, &p, sizeof(p));
-}
-
-static void fx_resolve(void) {
+static void read_skips(void) {
   const char *skip = getenv("UVCUDA_FUZZ_SKIP");
   if (skip) {
     skip_capture = strstr(skip, "capture") != NULL;
@@ -114,12 +100,6 @@ static void fx_resolve(void) {
     skip_fault = strstr(skip, "fault") != NULL;
     skip_refuse = strstr(skip, "refuse") != NULL;
   }
-  fx_sym(&fx.cuCtxCreate, "cuCtxCreate", 3020);
-  fx_sym(&fx.cuCtxDestroy, "cuCtxDestroy", 4000);
-  fx_sym(&fx.cuCtxPopCurrent, "cuCtxPopCurrent", 4000);
-  fx_sym(&fx.cuGraphInstantiate, "cuGraphInstantiateWithFlags", 11040);
-  fx_sym(&fx.cuGraphLaunch, "cuGraphLaunch", 10000);
-  fx_sym(&fx.cuGraphExecDestroy, "cuGraphExecDestroy", 10000);
 }
 
 static uint64_t rnd(struct fz *z) {
@@ -287,10 +267,10 @@ static void capture_end(struct fz *z) {
     violation(z, msg, -1);
   }
   if (g != NULL) {
-    if (fx.cuGraphInstantiate(&x, g, 0) != CUDA_SUCCESS ||
-        fx.cuGraphLaunch(x, st->s) != CUDA_SUCCESS)
+    if (tu.cuGraphInstantiateWithFlags(&x, g, 0) != CUDA_SUCCESS ||
+        tu.cuGraphLaunch(x, st->s) != CUDA_SUCCESS)
       violation(z, "captured graph did not launch", -1);
-    if (x) fx.cuGraphExecDestroy(x);
+    if (x) tu.cuGraphExecDestroy(x);
     tu.cuGraphDestroy(g);
   }
   z->cap = 0;
@@ -532,7 +512,7 @@ struct fz *fuzz_new(uint64_t seed, int ndev) {
   CUdevice d0;
   int k, i;
   if (z == NULL) return NULL;
-  pthread_once(&fx_once, fx_resolve);
+  pthread_once(&fx_once, read_skips);
   z->rng = seed * 0x9e3779b97f4a7c15ull + 1;
   if (__atomic_load_n(&dev1_dead, __ATOMIC_RELAXED)) ndev = 1;
   z->ndev = ndev;
@@ -543,9 +523,9 @@ struct fz *fuzz_new(uint64_t seed, int ndev) {
   uv_unref((uv_handle_t *)&z->tick);
   tu.cuDeviceGet(&d0, 0);
   for (k = 0; k < NC; k++) {
-    if (fx.cuCtxCreate == NULL || fx.cuCtxCreate(&z->made[k], 0, d0) != CUDA_SUCCESS)
+    if (tu.cuCtxCreate(&z->made[k], 0, d0) != CUDA_SUCCESS)
       goto fail;
-    fx.cuCtxPopCurrent(NULL);
+    tu.cuCtxPopCurrent(NULL);
   }
   for (i = 0; i < NST; i++) {
     fstream_t *st = &z->st[i];
@@ -580,7 +560,7 @@ void fuzz_free(struct fz *z) {
       tu.cuStreamDestroy(z->st[i].s);
     }
   for (i = 0; i < NC; i++)
-    if (z->made[i]) fx.cuCtxDestroy(z->made[i]); /* ends a fault there too */
+    if (z->made[i]) tu.cuCtxDestroy(z->made[i]); /* ends a fault there too */
   free(z);
 }
 

@@ -23,7 +23,7 @@
 #define _GNU_SOURCE
 #include "simcuda.h"
 
-#include <cudaTypedefs.h>
+#include "simprobe.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -51,6 +51,8 @@
 #define SIM_CTX_STACK 32
 #define SIM_DEFAULT_DRIVER_VERSION 13000
 #define SIM_WORKER_STACK (512u * 1024u)
+/* CUDA 13.0's CU_DEVICE_ATTRIBUTE_MAX: attributes from here on are refused. */
+#define SIM_DEVICE_ATTRIBUTE_MAX 148
 
 /* ------------------------------------------------------------------------
  * Entry-point names (the cuGetProcAddress names, without _v2 suffixes)
@@ -1523,7 +1525,7 @@ static CUresult sim_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
   ENTER_INIT(E_DeviceGetAttribute);
   if (!pi) return CUDA_ERROR_INVALID_VALUE;
   if (!dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  if ((int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+  if ((int)attrib <= 0 || (int)attrib >= SIM_DEVICE_ATTRIBUTE_MAX)
     return CUDA_ERROR_INVALID_VALUE;
   *pi = attribute_value(attrib, dev);
   return CUDA_SUCCESS;
@@ -2877,6 +2879,9 @@ static void proc_add(enum entry_id e, int version, void *fn) {
 
 static CUresult sim_cuGetProcAddress_v1(const char *symbol, void **pfn,
                                         int cudaVersion, cuuint64_t flags);
+SIM_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(
+    const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+    CUdriverProcAddressQueryResult *symbolStatus);
 
 /* cudaTypedefs.h keeps this one behind __CUDA_API_VERSION_INTERNAL. */
 typedef CUresult(CUDAAPI *sim_PFN_cuStreamBeginCapture_v10000)(
@@ -3138,6 +3143,14 @@ SIM_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(
   const int drv = ALOAD(&g_driver_version);
   if (cudaVersion > drv) return CUDA_ERROR_INVALID_VALUE;
 
+  /* The simulation's own name (simcuda.h, support/simprobe.h): not a
+   * driver entry point, so no count, failure or hiding of its own. */
+  if (strcmp(symbol, SUPPORT_SIM_PROBE_NAME) == 0) {
+    int (*probe)(void) = simcuda_is_simulation;
+    memcpy(pfn, &probe, sizeof(probe));
+    if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
   const int e = entry_find(symbol);
   const struct proc *best = NULL;
   bool known = false;

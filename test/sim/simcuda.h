@@ -17,7 +17,8 @@
 
 #include <stdint.h>
 
-#include <cuda.h>
+/* The driver API as uvcuda declares it (lib/cuda-api.h): no CUDA Toolkit. */
+#include "cuda-api.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,7 +38,11 @@ extern "C" {
 typedef CUresult(CUDAAPI *simcuda_pfn_cuLaunchHostFunc_v2)(
     CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode);
 
-/* Always 1: lets a test assert it is talking to the simulation. */
+/* Always 1: lets a test assert it is talking to the simulation. Also what
+ * cuGetProcAddress resolves for the name "uvcudaSimIsSimulation" (at any
+ * version the simulated driver accepts), which no real driver knows: how a
+ * program that only has uvcuda (uvcuda_driver_symbol) asks whether the
+ * loaded driver is the simulation (support/simprobe.h). */
 SIMCUDA_API int simcuda_is_simulation(void);
 
 /* Version reported by cuDriverGetVersion; cuGetProcAddress refuses newer

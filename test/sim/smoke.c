@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "simcuda.h"
 
-#include <cudaTypedefs.h>
+#include "simprobe.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -341,6 +341,19 @@ static void test_before_init(void) {
   /* SIMCUDA_HIDE from the environment (set in main). */
   CHECK(lookup("cuMemcpyPeerAsync", 13000, &p) ==
         CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+
+  /* The simulation's own name, before cuInit too: simcuda_is_simulation. */
+  int (*is_sim)(void) = NULL;
+  CHECK(lookup(SUPPORT_SIM_PROBE_NAME, SUPPORT_SIM_PROBE_VERSION, &p) ==
+            CU_GET_PROC_ADDRESS_SUCCESS &&
+        p);
+  memcpy(&is_sim, &p, sizeof p);
+  CHECK(is_sim == simcuda_is_simulation && is_sim() == 1);
+  CHECK(lookup(SUPPORT_SIM_PROBE_NAME, 2000, &p) == CU_GET_PROC_ADDRESS_SUCCESS);
+  st = (CUdriverProcAddressQueryResult)77;
+  CHECK_RES(gpa(SUPPORT_SIM_PROBE_NAME, &p, 13020, 0, &st),
+            CUDA_ERROR_INVALID_VALUE);
+  CHECK(st == (CUdriverProcAddressQueryResult)77);
 
   /* Error names and strings. */
   const char *str = NULL;
@@ -985,9 +998,11 @@ static void test_contexts(CUcontext c0) {
   OK(cu.CtxGetCurrent(&cur));
   CHECK(cur == c0);
   CUcontext c;
-  CUexecAffinityParam aff = {0};
-  CUctxCreateParams with_aff = {.execAffinityParams = &aff,
-                                .numExecAffinityParams = 1};
+  /* Any affinity parameter is refused unread: a stand-in will do. */
+  static uint64_t aff[4];
+  CUctxCreateParams with_aff = {
+      .execAffinityParams = (CUexecAffinityParam *)(void *)aff,
+      .numExecAffinityParams = 1};
   CHECK_RES(cu.CtxCreate(&c, &with_aff, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
   CHECK_RES(cu.CtxCreate(&c, NULL, 0, 2), CUDA_ERROR_INVALID_DEVICE);
   CHECK_RES(cu.CtxDestroy(c0), CUDA_ERROR_INVALID_CONTEXT); /* primary */

@@ -36,11 +36,11 @@ const uvcuda = require(path.join(__dirname, '..'));
 if (completion) uvcuda.configure({ completion });
 
 // The test kernels: $UVCUDA_TEST_PTX, else the package's copy
-// (kernels/kernels.ptx), else the repository's (test/common/kernels.ptx).
+// (kernels/kernels.ptx), else the repository's (support/kernels.ptx).
 const ptxPath = [
   process.env.UVCUDA_TEST_PTX,
   path.join(__dirname, '..', 'kernels', 'kernels.ptx'),
-  path.join(__dirname, '..', '..', '..', 'test', 'common', 'kernels.ptx'),
+  path.join(__dirname, '..', '..', '..', 'support', 'kernels.ptx'),
 ].find((p) => p && fs.existsSync(p));
 if (!ptxPath) {
   console.error('settle: kernels.ptx not found (set UVCUDA_TEST_PTX)');

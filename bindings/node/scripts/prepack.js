@@ -4,7 +4,8 @@
 //
 //   ../../lib/*.c, *.h          -> deps/uvcuda/lib/      (binding.gyp, uvcuda.gyp)
 //   ../../include/**            -> deps/uvcuda/include/  (require('uvcuda').include_dir)
-//   ../../test/common/kernels.ptx -> kernels/kernels.ptx (tests, bench, README examples)
+//   ../../support/*.c, *.h      -> deps/uvcuda/support/  (binding.gyp: simprobe.c)
+//   ../../support/kernels.ptx   -> kernels/kernels.ptx (tests, bench, README examples)
 //   ../../LICENSE                 -> LICENSE
 //
 //   node scripts/prepack.js           copy (prepack)
@@ -56,12 +57,13 @@ function main() {
   clean();
   copyTree(lib, path.join(deps, 'uvcuda', 'lib'), (n) => /\.[ch]$/.test(n));
   copyTree(path.join(repo, 'include'), path.join(deps, 'uvcuda', 'include'), (n) => /\.h$/.test(n));
+  copyTree(path.join(repo, 'support'), path.join(deps, 'uvcuda', 'support'), (n) => /\.[ch]$/.test(n));
   fs.mkdirSync(kernels);
-  fs.copyFileSync(path.join(repo, 'test', 'common', 'kernels.ptx'),
+  fs.copyFileSync(path.join(repo, 'support', 'kernels.ptx'),
                   path.join(kernels, 'kernels.ptx'));
   fs.copyFileSync(path.join(repo, 'LICENSE'), path.join(pkg, 'LICENSE'));
   const n = fs.readdirSync(path.join(deps, 'uvcuda', 'lib')).length;
-  console.log(`uvcuda prepack: ${n} files of lib/, include/ and kernels.ptx copied into the package`);
+  console.log(`uvcuda prepack: ${n} files of lib/, include/, support/ and kernels.ptx copied into the package`);
 }
 
 main();

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "simprobe.h"
+
 /* ---- errors ------------------------------------------------------------ */
 
 enum { E_TYPE, E_RANGE, E_PLAIN };
@@ -576,7 +578,7 @@ static napi_value js_driver_info(napi_env env, napi_callback_info info) {
   set_bool(env, o, "memops32", di.memops32);
   set_bool(env, o, "memops64", di.memops64);
   set_bool(env, o, "hostTaskSync", di.host_task_sync);
-  set_bool(env, o, "simulated", di.simulated);
+  set_bool(env, o, "simulated", support_driver_is_simulation());
   return o;
 }
 

@@ -21,7 +21,7 @@ const pkgDir = path.join(__dirname, '..');
 const ptxPath = [
   process.env.UVCUDA_TEST_PTX,
   path.join(pkgDir, 'kernels', 'kernels.ptx'),
-  path.join(pkgDir, '..', '..', 'test', 'common', 'kernels.ptx'),
+  path.join(pkgDir, '..', '..', 'support', 'kernels.ptx'),
 ].find((p) => p && fs.existsSync(p)) || path.join(pkgDir, 'kernels', 'kernels.ptx');
 
 function probe() {

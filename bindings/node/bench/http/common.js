@@ -35,7 +35,7 @@ function findPtx() {
   return [
     process.env.UVCUDA_TEST_PTX,
     path.join(__dirname, '..', '..', 'kernels', 'kernels.ptx'),
-    path.join(repo, 'test', 'common', 'kernels.ptx'),
+    path.join(repo, 'support', 'kernels.ptx'),
   ].find((p) => p && fs.existsSync(p));
 }
 
