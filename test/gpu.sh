@@ -21,6 +21,15 @@
 #                      bench/ab-scaling.sh against the library at OLD_SRC, N
 #                      interleaved rounds (default 2), adaptive off then on
 #   --ab-adaptive      ab-server.sh today vs adaptive only (ROUNDS, default 3)
+#   --ab-server=OLD_SRC ab-server.sh: the library at OLD_SRC, this build with
+#                      adaptive off (twice: an A/A pair) and on (ROUNDS,
+#                      default 2), the server's CPU per request on each line
+#   --node-http        the Node HTTP benchmark (bindings/node/bench/http: 1 ms
+#                      kernels, uvcuda vs the thread pool; needs its
+#                      node_modules carried along), to $OUT/node-http
+#   --python           bindings/python/run-gpu.sh: the Python package built
+#                      here, its GPU tests with PyTorch's streams and its
+#                      asyncio benchmark
 #   --ab-adapt=N,TAG:SRC[,TAG:SRC]
 #                      N interleaved rounds of the adapt and delivery sections
 #                      (bench/ab-adapt.sh): this build ("new") against the
@@ -178,6 +187,30 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       done
       ;;
     --ab-adaptive) ab_adaptive || status=1 ;;
+    --ab-server=*)
+      build_lib "${a#--ab-server=}" /tmp/uvcuda-lib-old || { status=1; continue; }
+      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-2}" old:/tmp/uvcuda-lib-old:auto \
+        today:"$B":auto:0 today-aa:"$B":auto:0 adaptive:"$B":auto:1 || status=1
+      ;;
+    --node-http)
+      if [ "$napi" = enabled ] && [ -d bindings/node/bench/http/node_modules ]; then
+        (cd bindings/node/bench/http &&
+          UVCUDA_NODE_ADDON="$B/bindings/node/uvcuda.node" \
+          UVCUDA_POOL_ADDON="$B/bindings/node/bench/http/uvcuda_pool.node" \
+          timeout 150 node run.js --duration 4 --warmup 1 --kernel-us 1000 \
+            --out "$OUT/node-http" > "$OUT/node-http.txt" 2>&1) || status=1
+        grep -E "^\| |^- |FAILED|All requests" "$OUT/node-http.txt"
+      else
+        echo "node-http: not run (no addon, or no node_modules in bindings/node/bench/http)"
+      fi
+      ;;
+    --python)
+      if [ -x bindings/python/run-gpu.sh ]; then
+        timeout 300 bindings/python/run-gpu.sh "$B" "$OUT" || status=1
+      else
+        echo "python: bindings/python/run-gpu.sh is missing"
+      fi
+      ;;
     --fork-probe)
       timeout 60 python3 test/gpu-probe/forkprobe.py 2>&1 | tee "$OUT/forkprobe.txt" ;;
     --t20*)
