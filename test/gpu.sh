@@ -24,9 +24,13 @@
 #   --ab-server=OLD_SRC ab-server.sh: the library at OLD_SRC, this build with
 #                      adaptive off (twice: an A/A pair) and on (ROUNDS,
 #                      default 2), the server's CPU per request on each line
-#   --node-http        the Node HTTP benchmark (bindings/node/bench/http: 1 ms
-#                      kernels, uvcuda vs the thread pool; needs its
-#                      node_modules carried along), to $OUT/node-http
+#   --node-http[=OLD_SRC]
+#                      the Node HTTP benchmark (bindings/node/bench/http: 1 ms
+#                      kernels; needs its node_modules carried along): this
+#                      build's addon twice (A/A), the addon of the tree at
+#                      OLD_SRC (run from that tree, with this tree's app.js
+#                      and run.js copied into it), the thread pool; CPU per
+#                      request on each line
 #   --python           bindings/python/run-gpu.sh: the Python package built
 #                      here, its GPU tests with PyTorch's streams and its
 #                      asyncio benchmark
@@ -192,17 +196,39 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-2}" old:/tmp/uvcuda-lib-old:auto \
         today:"$B":auto:0 today-aa:"$B":auto:0 adaptive:"$B":auto:1 || status=1
       ;;
-    --node-http)
-      if [ "$napi" = enabled ] && [ -d bindings/node/bench/http/node_modules ]; then
-        (cd bindings/node/bench/http &&
-          UVCUDA_NODE_ADDON="$B/bindings/node/uvcuda.node" \
-          UVCUDA_POOL_ADDON="$B/bindings/node/bench/http/uvcuda_pool.node" \
-          timeout 150 node run.js --duration 4 --warmup 1 --kernel-us 1000 \
-            --out "$OUT/node-http" > "$OUT/node-http.txt" 2>&1) || status=1
-        grep -E "^\| |^- |FAILED|All requests" "$OUT/node-http.txt"
-      else
+    --node-http*)
+      # uvcuda's variant with this build's addon (twice: an A/A pair) and,
+      # with =OLD_SRC, the addon of the tree at OLD_SRC; the thread-pool
+      # baseline once.
+      old=${a#--node-http}; old=${old#=}
+      if [ "$napi" != enabled ] || [ ! -d bindings/node/bench/http/node_modules ]; then
         echo "node-http: not run (no addon, or no node_modules in bindings/node/bench/http)"
+        continue
       fi
+      addons=(new:"$B/bindings/node/uvcuda.node" new-aa:"$B/bindings/node/uvcuda.node")
+      if [ -n "$old" ]; then
+        if [ ! -f /tmp/uvcuda-node-old/bindings/node/uvcuda.node ]; then
+          meson setup /tmp/uvcuda-node-old "$old" -Dnapi=enabled -Dtests=disabled \
+            -Dbench=disabled -Dexamples=disabled --buildtype=release > "$OUT/node-old-build.log" 2>&1 &&
+            meson compile -C /tmp/uvcuda-node-old >> "$OUT/node-old-build.log" 2>&1 ||
+            { tail -20 "$OUT/node-old-build.log"; status=1; continue; }
+        fi
+        addons=(old:/tmp/uvcuda-node-old/bindings/node/uvcuda.node "${addons[@]}")
+      fi
+      here=$PWD/bindings/node/bench/http
+      for spec in "${addons[@]}" pool:; do
+        tag=${spec%%:*}; addon=${spec#*:}; v=uvcuda; dir=$here
+        [ "$tag" = pool ] && { v=pool; addon="$B/bindings/node/uvcuda.node"; }
+        # The old addon with its own tree's index.js (and this tree's
+        # app.js/run.js copied there, for the CPU per request).
+        [ "$tag" = old ] && dir=$old/bindings/node/bench/http
+        (cd "$dir" && NODE_PATH="$here/node_modules" \
+          UVCUDA_NODE_ADDON="$addon" \
+          UVCUDA_POOL_ADDON="$B/bindings/node/bench/http/uvcuda_pool.node" \
+          timeout 100 node run.js --variants $v --duration 4 --warmup 1 --kernel-us 1000 \
+            --out "$OUT/node-http-$tag" > "$OUT/node-http-$tag.txt" 2>&1) || status=1
+        grep -E "^\| $v |FAILED" "$OUT/node-http-$tag.txt" | sed "s/^/$tag: /"
+      done
       ;;
     --python)
       if [ -x bindings/python/run-gpu.sh ]; then
