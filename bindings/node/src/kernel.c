@@ -86,7 +86,6 @@ napi_value uvn_kernel_new(napi_env env, struct uvn_module *m, napi_value module_
   struct uvn_dev *d = m->h.dev;
   struct uvn_res *held[1] = {&m->h};
   struct uvn_kernel *k;
-  napi_value obj;
   CUcontext prev;
   CUresult cr;
   uint64_t gen;
@@ -120,12 +119,7 @@ napi_value uvn_kernel_new(napi_env env, struct uvn_module *m, napi_value module_
   k->nparams = (int)n;
   memcpy(k->sig, sig, n);
   snprintf(k->name, sizeof(k->name), "%s", name);
-  if (uvn_res_wrap_new(env, &k->h, &obj) != napi_ok) {
-    uvn_res_discard(env, &k->h);
-    return NULL;
-  }
-  uvn_res_set_ro(env, obj, "module", module_obj);
-  return obj;
+  return uvn_res_made(env, &k->h, CUDA_SUCCESS, "module", module_obj);
 }
 
 /* A 'ptr' argument: a DeviceMemory (held by o, kept, of a device o's may

@@ -63,7 +63,6 @@ napi_value uvn_memory_alloc(napi_env env, struct uvn_res *device, napi_value dev
                             size_t n) {
   struct uvn_dev *d = device->dev;
   struct uvn_memory *m;
-  napi_value obj;
   CUcontext prev;
   CUresult cr;
   uint64_t gen;
@@ -78,19 +77,8 @@ napi_value uvn_memory_alloc(napi_env env, struct uvn_res *device, napi_value dev
   if ((cr = uvn_dev_push(d, &prev)) == CUDA_SUCCESS) cr = allocate(d, m, n);
   uvn_dev_pop(d, prev);
   uvn_res_leave(d);
-  if (cr != CUDA_SUCCESS) {
-    m->h.destroyed = 1;
-    uvn_res_discard(env, &m->h);
-    uvn_fault_after_error(d, UVCUDA_ECUDA(cr));
-    return uvn_throw_cu(env, cr);
-  }
   m->size = n;
-  if (uvn_res_wrap_new(env, &m->h, &obj) != napi_ok) {
-    uvn_res_discard(env, &m->h);
-    return NULL;
-  }
-  uvn_res_set_ro(env, obj, "device", device_obj);
-  return obj;
+  return uvn_res_made(env, &m->h, cr, "device", device_obj);
 }
 
 int uvn_memory_check_device(napi_env env, const struct uvn_memory *m,

@@ -64,7 +64,6 @@ napi_value uvn_module_load(napi_env env, struct uvn_res *device, napi_value devi
                            napi_value image) {
   struct uvn_dev *d = device->dev;
   struct uvn_module *m;
-  napi_value obj;
   CUcontext prev;
   CUresult cr;
   uint64_t gen;
@@ -92,18 +91,7 @@ napi_value uvn_module_load(napi_env env, struct uvn_res *device, napi_value devi
   uvn_res_leave(d);
   if (cr == CUDA_SUCCESS && is_ptx(img, len)) m->ptx = img; /* parameter counts */
   else free(img);
-  if (cr != CUDA_SUCCESS) {
-    m->h.destroyed = 1;
-    uvn_res_discard(env, &m->h);
-    uvn_fault_after_error(d, UVCUDA_ECUDA(cr));
-    return uvn_throw_cu(env, cr);
-  }
-  if (uvn_res_wrap_new(env, &m->h, &obj) != napi_ok) {
-    uvn_res_discard(env, &m->h);
-    return NULL;
-  }
-  uvn_res_set_ro(env, obj, "device", device_obj);
-  return obj;
+  return uvn_res_made(env, &m->h, cr, "device", device_obj);
 }
 
 /* module.getFunction(name, signature: string[]): Kernel. The name as the

@@ -10,7 +10,9 @@
 #include "devstate.h"
 #include "env.h"
 #include "errors.h"
+#include "fault.h"
 #include "show.h"
+#include "uvcuda.h"
 #include "uvcuda_napi_ext.h"
 
 static const char *const class_names[UVN_NKINDS] = {
@@ -312,6 +314,23 @@ napi_status uvn_res_wrap_new(napi_env env, struct uvn_res *r, napi_value *out) {
   constructing = 0;
   if (s != napi_ok) return s;
   return uvn_res_wrap(env, r, *out);
+}
+
+napi_value uvn_res_made(napi_env env, struct uvn_res *r, int cr, const char *prop,
+                        napi_value owner) {
+  napi_value obj;
+  if (cr != CUDA_SUCCESS) {
+    r->destroyed = 1;
+    uvn_res_discard(env, r);
+    uvn_fault_after_error(r->dev, UVCUDA_ECUDA(cr));
+    return uvn_throw_cu(env, (CUresult)cr);
+  }
+  if (uvn_res_wrap_new(env, r, &obj) != napi_ok) {
+    uvn_res_discard(env, r);
+    return NULL;
+  }
+  uvn_res_set_ro(env, obj, prop, owner);
+  return obj;
 }
 
 void uvn_res_set_ro(napi_env env, napi_value obj, const char *name, napi_value v) {

@@ -80,6 +80,13 @@ struct uvn_res *uvn_res_new(struct uvn_env *ue, const struct uvn_class *cls, siz
 void uvn_res_discard(napi_env env, struct uvn_res *r);
 /* Wraps r in a new instance of its class. */
 napi_status uvn_res_wrap_new(napi_env env, struct uvn_res *r, napi_value *out);
+/* The end of a factory whose driver call made r's CUDA object, returning
+ * cr (a CUresult): on success, r in a new wrapper with the read-only
+ * property `prop` set to `owner` (the Device or Module it came from); on
+ * failure, r dropped (nothing to destroy), the device's health checked
+ * (uvn_fault_after_error) and the driver's error thrown. NULL: thrown. */
+napi_value uvn_res_made(napi_env env, struct uvn_res *r, int cr, const char *prop,
+                        napi_value owner);
 /* Wraps r in `self`, an instance being constructed (new Device()). */
 napi_status uvn_res_wrap(napi_env env, struct uvn_res *r, napi_value self);
 

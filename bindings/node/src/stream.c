@@ -68,17 +68,6 @@ static struct uvn_stream *stream_new(napi_env env, struct uvn_env *ue, struct uv
   return s;
 }
 
-/* s in a new Stream object, its `device` property `device` (null: none). */
-static napi_value stream_wrap(napi_env env, struct uvn_stream *s, napi_value device) {
-  napi_value obj;
-  if (uvn_res_wrap_new(env, &s->h, &obj) != napi_ok) {
-    uvn_res_discard(env, &s->h);
-    return NULL;
-  }
-  uvn_res_set_ro(env, obj, "device", device);
-  return obj;
-}
-
 napi_value uvn_stream_create(napi_env env, struct uvn_res *device, napi_value device_obj) {
   struct uvn_dev *d = device->dev;
   struct uvn_stream *s;
@@ -96,14 +85,8 @@ napi_value uvn_stream_create(napi_env env, struct uvn_res *device, napi_value de
   if (r == CUDA_SUCCESS) r = uvn_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
   uvn_dev_pop(d, prev);
   uvn_res_leave(d);
-  if (r != CUDA_SUCCESS) {
-    s->h.destroyed = 1;
-    uvn_res_discard(env, &s->h);
-    uvn_fault_after_error(d, UVCUDA_ECUDA(r));
-    return uvn_throw_cu(env, r);
-  }
   s->owned = 1;
-  return stream_wrap(env, s, device_obj);
+  return uvn_res_made(env, &s->h, r, "device", device_obj);
 }
 
 /* (handle: bigint, device?: Device) of a stream made elsewhere. */
@@ -147,7 +130,7 @@ static napi_value stream_from_handle(napi_env env, napi_callback_info info) {
   s->stream = (CUstream)(uintptr_t)a.handle;
   if (a.device) device = argv[1];
   else napi_get_null(env, &device);
-  return stream_wrap(env, s, device);
+  return uvn_res_made(env, &s->h, CUDA_SUCCESS, "device", device);
 }
 
 /* ---- calls ----------------------------------------------------------------- */
