@@ -238,6 +238,15 @@ typedef struct uvcuda_options_s {
 /* Fills *opts with "use the default" values (NULL: does nothing). Any
  * thread. */
 UVCUDA_EXTERN void uvcuda_options_init(uvcuda_options_t *opts);
+/* The options uvcuda_loop_init would run with, without a loop or the
+ * driver: `in` (NULL: every default) with its defaults and the environment
+ * applied, into *out (which may be in): completion never DEFAULT, no -1,
+ * and flags with exactly one of UVCUDA_OPT_ADAPTIVE and
+ * UVCUDA_OPT_NO_ADAPTIVE. Returns 0, or the error uvcuda_loop_init gives
+ * these options: UVCUDA_EINVAL (also a NULL out) or UVCUDA_ESTRATEGY;
+ * *out is written only on success. Any thread. */
+UVCUDA_EXTERN int uvcuda_options_resolve(const uvcuda_options_t *in,
+                                         uvcuda_options_t *out);
 
 /* ---- The loop context -------------------------------------------------- */
 

@@ -343,7 +343,9 @@
   XX(cuModuleLoadData, 2000, (CUmodule *module, const void *image)) \
   XX(cuModuleGetFunction, 2000, (CUfunction *hfunc, CUmodule hmod, const char *name)) \
   XX(cuModuleUnload, 2000, (CUmodule hmod)) \
-  XX(cuLaunchKernel, 4000, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))
+  XX(cuLaunchKernel, 4000, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)) \
+  XX(cuDeviceCanAccessPeer, 4000, (int *canAccessPeer, CUdevice_v1 dev, CUdevice_v1 peerDev)) \
+  XX(cuCtxEnablePeerAccess, 4000, (CUcontext peerContext, unsigned int Flags))
 
 /* Entry points a driver may lack (left NULL in support/drvtab.h's table):
  * the stream-ordered allocator and 12.4's cuFuncGetParamInfo (the

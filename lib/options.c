@@ -125,3 +125,21 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
   out->reactor_backoff_pct = (uint32_t)(pct / 1000u);
   return 0;
 }
+
+int uvcuda_options_resolve(const uvcuda_options_t *in, uvcuda_options_t *out) {
+  const uint32_t both = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;
+  struct uvcuda__opts r;
+  int err;
+
+  if (out == NULL) return UVCUDA_EINVAL;
+  if ((err = uvcuda__opts_resolve(in, &r)) != 0) return err;
+  out->completion = r.completion;
+  out->spin_budget_us = (int32_t)(r.spin_budget_ns / 1000u);
+  out->probe_interval_us = (int32_t)(r.probe_interval_ns / 1000u);
+  out->reactor_spin_us = (int32_t)(r.reactor_spin_ns / 1000u);
+  out->reactor_yield_us = (int32_t)(r.reactor_yield_ns / 1000u);
+  out->reactor_sleep_max_us = (int32_t)(r.reactor_sleep_max_ns / 1000u);
+  out->flags = (r.flags & ~both) |
+               (r.adaptive ? UVCUDA_OPT_ADAPTIVE : UVCUDA_OPT_NO_ADAPTIVE);
+  return 0;
+}

@@ -218,6 +218,58 @@ static void environment_is_validated(void **state) {
   unsetenv("UVCUDA_SPIN_BUDGET_US");
 }
 
+/* uvcuda_options_resolve: what uvcuda_loop_init would run with, no driver
+ * needed; the same errors as uvcuda_loop_init's for the same options. */
+static void options_resolve_as_loop_init(void **state) {
+  uvcuda_options_t o, r;
+  (void)state;
+  unsetenv("UVCUDA_COMPLETION");
+  unsetenv("UVCUDA_SPIN_BUDGET_US");
+  unsetenv("UVCUDA_ADAPTIVE");
+  assert_int_equal(uvcuda_options_resolve(NULL, &r), 0);
+  assert_int_equal(r.completion, UVCUDA_COMPLETION_AUTO);
+  assert_int_equal(r.spin_budget_us, 20);
+  assert_int_equal(r.probe_interval_us, 1000);
+  assert_int_equal(r.reactor_spin_us, 500);
+  assert_int_equal(r.reactor_yield_us, 2000);
+  assert_int_equal(r.reactor_sleep_max_us, 200);
+  assert_int_equal(r.flags, UVCUDA_OPT_NO_ADAPTIVE);
+  setenv("UVCUDA_COMPLETION", "poll", 1);
+  setenv("UVCUDA_SPIN_BUDGET_US", "7", 1);
+  setenv("UVCUDA_ADAPTIVE", "1", 1);
+  uvcuda_options_init(&o);
+  o.flags = UVCUDA_OPT_LATENCY_HISTOGRAM;
+  assert_int_equal(uvcuda_options_resolve(&o, &o), 0); /* in place */
+  assert_int_equal(o.completion, UVCUDA_COMPLETION_POLL);
+  assert_int_equal(o.spin_budget_us, 7);
+  assert_int_equal(o.flags, UVCUDA_OPT_LATENCY_HISTOGRAM | UVCUDA_OPT_ADAPTIVE);
+  uvcuda_options_init(&o);
+  o.completion = UVCUDA_COMPLETION_HOSTFN; /* the options win */
+  o.spin_budget_us = 0;
+  o.flags = UVCUDA_OPT_NO_ADAPTIVE;
+  assert_int_equal(uvcuda_options_resolve(&o, &r), 0);
+  assert_int_equal(r.completion, UVCUDA_COMPLETION_HOSTFN);
+  assert_int_equal(r.spin_budget_us, 0);
+  assert_int_equal(r.flags, UVCUDA_OPT_NO_ADAPTIVE);
+  /* Errors as uvcuda_loop_init's, *out untouched. */
+  memset(&r, 0x5a, sizeof(r));
+  setenv("UVCUDA_COMPLETION", "bogus", 1);
+  assert_int_equal(uvcuda_options_resolve(NULL, &r), UVCUDA_ESTRATEGY);
+  assert_int_equal(init_with(NULL), UVCUDA_ESTRATEGY);
+  unsetenv("UVCUDA_COMPLETION");
+  uvcuda_options_init(&o);
+  o.probe_interval_us = 49;
+  assert_int_equal(uvcuda_options_resolve(&o, &r), UVCUDA_EINVAL);
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  uvcuda_options_init(&o);
+  o.flags = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;
+  assert_int_equal(uvcuda_options_resolve(&o, &r), UVCUDA_EINVAL);
+  assert_int_equal(r.spin_budget_us, 0x5a5a5a5a);
+  assert_int_equal(uvcuda_options_resolve(NULL, NULL), UVCUDA_EINVAL);
+  unsetenv("UVCUDA_SPIN_BUDGET_US");
+  unsetenv("UVCUDA_ADAPTIVE");
+}
+
 static void missing_driver_is_reported(void **state) {
   uvcuda_driver_info_t info;
   void *p = (void *)1;
@@ -295,6 +347,7 @@ int main(void) {
       cmocka_unit_test(completion_names_round_trip),
       cmocka_unit_test(options_are_validated),
       cmocka_unit_test(environment_is_validated),
+      cmocka_unit_test(options_resolve_as_loop_init),
       cmocka_unit_test(missing_driver_is_reported),
       cmocka_unit_test(null_arguments_without_driver),
   };

@@ -1,7 +1,8 @@
 # The uvcuda addon (uvcuda.node), built by node-gyp: at `npm install` where no
 # prebuild in prebuilds/ fits (or with --build-from-source), and by
 # `npm run prebuildify` to make that prebuild. The repository's Meson build
-# (meson.build here) builds the same addon for development and its tests.
+# (meson.build here) builds the same addon for development and its tests;
+# both compile the sources listed in sources.txt.
 {
   "variables": {
     # deps/uvcuda in the npm package, else the repository (scripts/gyp.js)
@@ -11,18 +12,7 @@
     {
       "target_name": "uvcuda",
       "dependencies": ["uvcuda.gyp:uvcuda_napi"],
-      "sources": [
-        "src/addon.c",
-        "src/bounce.c",
-        "src/cu.c",
-        "src/devstate.c",
-        "src/fault.c",
-        "src/objects.c",
-        "src/params.c",
-        "src/reaper.c",
-        "src/stream.c",
-        "<(uvcuda_root)/support/simprobe.c",
-      ],
+      "sources": ["<!@(node scripts/gyp.js addon-sources)"],
       "include_dirs": ["src", "<(uvcuda_root)/support"],
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-fvisibility=hidden"],

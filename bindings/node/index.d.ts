@@ -54,7 +54,8 @@ export interface UvcudaError extends Error {
   /** 'CUDA_ERROR_ILLEGAL_ADDRESS', 'UVCUDA_ECAPTURING', 'UVCUDA_ENODRIVER',
    * 'EBUSY' (uvcuda_err_name), or Node's 'ERR_INVALID_ARG_TYPE' (wrong
    * type), 'ERR_INVALID_THIS' (a wrong receiver), 'ERR_INVALID_ARG_VALUE' (a string that is none of the names the
-   * call takes; a signature or argument list of the wrong length),
+   * call takes; a signature or argument list of the wrong length; memory of
+   * another device than the stream's, without Device.enablePeerAccess),
    * 'ERR_OUT_OF_RANGE' (a number out of range; more than 3 dims),
    * 'ERR_INVALID_STATE', 'ERR_ILLEGAL_CONSTRUCTOR',
    * 'ERR_CONSTRUCT_CALL_REQUIRED', 'UVCUDA_ECLOSING' (a freed, destroyed or
@@ -201,6 +202,17 @@ export class Device {
    * (CUDA_ERROR_ILLEGAL_ADDRESS) where the driver keeps the fault: restart
    * the process then. */
   reset(options?: AwaitOptions): Promise<void>;
+  /** Lets this device's work (its streams' copies, memsets and kernel
+   * launches) use peer's memory, which is otherwise refused with
+   * ERR_INVALID_ARG_VALUE: one way (peer.enablePeerAccess(device) for the
+   * other), for every thread of the process, until either device is
+   * reset. Idempotent. Throws ERR_INVALID_ARG_TYPE (not a Device),
+   * ERR_INVALID_ARG_VALUE (the same device),
+   * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (the driver says the two cannot),
+   * the driver's error of cuCtxEnablePeerAccess, ERR_INVALID_STATE while
+   * either device is being reset, or the fault's error where either has a
+   * known fault. */
+  enablePeerAccess(peer: Device): void;
 
   on(event: 'fault', listener: (error: UvcudaError) => void): this;
   on(event: 'reset', listener: (error: UvcudaError | null) => void): this;
@@ -225,6 +237,11 @@ export class Device {
   eventNames(): (string | symbol)[];
 }
 
+/** A stream of one device. Its copies, memsets and launches take the
+ * DeviceMemory of that device, or of one it was given access to
+ * (Device.enablePeerAccess): other memory rejects ERR_INVALID_ARG_VALUE
+ * (a stream of no known device, from fromHandle without a Device, is not
+ * checked). */
 export class Stream {
   private constructor();
   /** Wraps a CUstream made elsewhere (another addon). The default stream

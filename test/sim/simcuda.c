@@ -84,7 +84,8 @@
   X(MemAlloc) X(MemFree)                                                 \
   X(MemcpyHtoDAsync) X(MemcpyDtoHAsync) X(MemcpyDtoDAsync)               \
   X(MemcpyPeerAsync) X(MemsetD8Async) X(MemsetD32Async)                  \
-  X(ModuleLoadData) X(ModuleGetFunction) X(ModuleUnload) X(LaunchKernel)
+  X(ModuleLoadData) X(ModuleGetFunction) X(ModuleUnload) X(LaunchKernel)  \
+  X(DeviceCanAccessPeer) X(CtxEnablePeerAccess)
 // clang-format on
 
 enum entry_id {
@@ -2848,6 +2849,62 @@ static CUresult sim_cuLaunchKernel(CUfunction f, unsigned int gx,
 }
 
 /* ------------------------------------------------------------------------
+ * Peer access (under g_mu)
+ * ------------------------------------------------------------------------ */
+
+/* Every pair of distinct simulated devices can access each other's memory
+ * (an NVLink machine). Enabled access is kept per pair of context
+ * incarnations (cuCtxGetId), so it ends with either context (a release, a
+ * reset, cuCtxDestroy) as on the real driver. Access is not enforced:
+ * copies and kernels reach any allocation, enabled or not. */
+struct peer_pair {
+  unsigned long long from, to; /* cuCtxGetId of the accessing and the peer context */
+};
+
+static struct peer_pair *g_peers;
+static size_t g_npeers, g_peers_cap;
+
+static CUresult sim_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev,
+                                          CUdevice peerDev) {
+  ENTER_INIT(E_DeviceCanAccessPeer);
+  if (!canAccessPeer) return CUDA_ERROR_INVALID_VALUE;
+  if (!dev_valid(dev) || !dev_valid(peerDev)) return CUDA_ERROR_INVALID_DEVICE;
+  *canAccessPeer = dev != peerDev;
+  return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuCtxEnablePeerAccess(CUcontext peerContext,
+                                          unsigned int Flags) {
+  ENTER_INIT(E_CtxEnablePeerAccess);
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct ctx *c = current_ctx();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  LOCK();
+  struct ctx *p = ctx_lookup(peerContext);
+  CUresult r = CUDA_SUCCESS;
+  if (!p || ctx_gone(p) || p == c) r = CUDA_ERROR_INVALID_CONTEXT;
+  if (r == CUDA_SUCCESS) r = ctx_status(c);
+  if (r == CUDA_SUCCESS) r = ctx_status(p);
+  if (r == CUDA_SUCCESS && p->dev == c->dev) r = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < g_npeers; i++)
+    if (g_peers[i].from == c->id && g_peers[i].to == p->id)
+      r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  if (r == CUDA_SUCCESS && g_npeers == g_peers_cap) {
+    size_t cap = g_peers_cap ? 2 * g_peers_cap : 16;
+    struct peer_pair *n = realloc(g_peers, cap * sizeof(*n));
+    if (n) {
+      g_peers = n;
+      g_peers_cap = cap;
+    } else {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (r == CUDA_SUCCESS) g_peers[g_npeers++] = (struct peer_pair){c->id, p->id};
+  UNLOCK();
+  return r;
+}
+
+/* ------------------------------------------------------------------------
  * cuGetProcAddress and configuration
  * ------------------------------------------------------------------------ */
 
@@ -2999,6 +3056,10 @@ static void register_procs(void) {
       sim_cuModuleGetFunction);
   REG(ModuleUnload, 2000, PFN_cuModuleUnload_v2000, sim_cuModuleUnload);
   REG(LaunchKernel, 4000, PFN_cuLaunchKernel_v4000, sim_cuLaunchKernel);
+  REG(DeviceCanAccessPeer, 4000, PFN_cuDeviceCanAccessPeer_v4000,
+      sim_cuDeviceCanAccessPeer);
+  REG(CtxEnablePeerAccess, 4000, PFN_cuCtxEnablePeerAccess_v4000,
+      sim_cuCtxEnablePeerAccess);
 }
 
 /* "CUDA_ERROR_NOT_SUPPORTED" or a number (decimal or 0x...). */

@@ -4,7 +4,8 @@
 //
 //   ../../lib/*.c, *.h          -> deps/uvcuda/lib/      (binding.gyp, uvcuda.gyp)
 //   ../../include/**            -> deps/uvcuda/include/  (require('uvcuda').include_dir)
-//   ../../support/*.c, *.h      -> deps/uvcuda/support/  (binding.gyp: simprobe.c)
+//   what sources.txt lists outside bindings/node (support/drvtab.c), with
+//   its header (drvtab.h)       -> deps/uvcuda/<same path> (binding.gyp)
 //   ../../support/kernels.ptx   -> kernels/kernels.ptx (tests, bench, README examples)
 //   ../../LICENSE                 -> LICENSE
 //
@@ -16,6 +17,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
+const { outsidePaths } = require('./gyp.js');
 
 const pkg = path.join(__dirname, '..');
 const repo = path.join(pkg, '..', '..');
@@ -57,13 +59,20 @@ function main() {
   clean();
   copyTree(lib, path.join(deps, 'uvcuda', 'lib'), (n) => /\.[ch]$/.test(n));
   copyTree(path.join(repo, 'include'), path.join(deps, 'uvcuda', 'include'), (n) => /\.h$/.test(n));
-  copyTree(path.join(repo, 'support'), path.join(deps, 'uvcuda', 'support'), (n) => /\.[ch]$/.test(n));
+  for (const src of outsidePaths()) {
+    fs.mkdirSync(path.join(deps, 'uvcuda', path.dirname(src)), { recursive: true });
+    for (const f of [src, src.replace(/\.c$/, '.h')]) {
+      const from = path.join(repo, f);
+      if (fs.existsSync(from)) fs.copyFileSync(from, path.join(deps, 'uvcuda', f));
+    }
+  }
   fs.mkdirSync(kernels);
   fs.copyFileSync(path.join(repo, 'support', 'kernels.ptx'),
                   path.join(kernels, 'kernels.ptx'));
   fs.copyFileSync(path.join(repo, 'LICENSE'), path.join(pkg, 'LICENSE'));
   const n = fs.readdirSync(path.join(deps, 'uvcuda', 'lib')).length;
-  console.log(`uvcuda prepack: ${n} files of lib/, include/, support/ and kernels.ptx copied into the package`);
+  console.log(`uvcuda prepack: ${n} files of lib/, include/, support/ and kernels.ptx copied ` +
+    'into the package');
 }
 
 main();

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "queue.h"
 #include "uvcuda.h"
 
 #define WATCH_INTERVAL_NS 100000000L /* 100 ms */
@@ -38,6 +39,12 @@ struct devstate {
     uint64_t gen;
     int err;
   } resets[RESETS_KEPT];
+  /* By peer ordinal: access from this device to the peer's memory was
+   * enabled while the two had these generations. */
+  struct peer {
+    int on;
+    uint64_t gen, peer_gen;
+  } *peers;
 };
 
 static void announce(int kind, int ordinal, uint64_t gen);
@@ -48,11 +55,15 @@ static int ndev;
 static struct devstate *devs;
 
 static void init(void) {
+  struct peer *peers = NULL;
   int i;
-  if ((init_status = cu_load()) != 0) return;
-  if (cu.cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev < 0) ndev = 0;
+  if ((init_status = uvn_driver_load()) != 0) return;
+  if (uvn_cu.cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev < 0) ndev = 0;
   if (ndev == 0) return;
-  if ((devs = calloc((size_t)ndev, sizeof(*devs))) == NULL) {
+  if ((devs = calloc((size_t)ndev, sizeof(*devs))) == NULL ||
+      (peers = calloc((size_t)ndev * (size_t)ndev, sizeof(*peers))) == NULL) {
+    free(devs);
+    devs = NULL;
     ndev = 0;
     init_status = UVCUDA_ENOMEM;
     return;
@@ -60,16 +71,17 @@ static void init(void) {
   for (i = 0; i < ndev; i++) {
     pthread_rwlock_init(&devs[i].rw, NULL);
     pthread_mutex_init(&devs[i].mu, NULL);
+    devs[i].peers = peers + (size_t)i * (size_t)ndev;
   }
 }
 
-int devstate_init(void) {
+int uvn_devstate_init(void) {
   pthread_once(&once, init);
   return init_status;
 }
 
 static struct devstate *get(int ordinal) {
-  devstate_init();
+  uvn_devstate_init();
   return ordinal >= 0 && ordinal < ndev ? &devs[ordinal] : NULL;
 }
 
@@ -78,13 +90,13 @@ static struct devstate *get(int ordinal) {
  * Under d->mu: the last env cannot release the context meanwhile. */
 static unsigned long long ctx_id(struct devstate *d) {
   unsigned long long id = 0;
-  if (d->ctx == NULL || cu.cuCtxGetId(d->ctx, &id) != CUDA_SUCCESS) return 0;
+  if (d->ctx == NULL || uvn_cu.cuCtxGetId(d->ctx, &id) != CUDA_SUCCESS) return 0;
   return id;
 }
 
 static void foreign_check(struct devstate *d, int ordinal);
 
-int devstate_enter(int ordinal, uint64_t *gen) {
+int uvn_devstate_enter(int ordinal, uint64_t *gen) {
   struct devstate *d = get(ordinal);
   int busy;
   if (d == NULL) {
@@ -104,7 +116,7 @@ int devstate_enter(int ordinal, uint64_t *gen) {
   return 0;
 }
 
-void devstate_enter_wait(int ordinal, uint64_t *gen) {
+void uvn_devstate_enter_wait(int ordinal, uint64_t *gen) {
   struct devstate *d = get(ordinal);
   *gen = 0;
   if (d == NULL) return;
@@ -113,17 +125,17 @@ void devstate_enter_wait(int ordinal, uint64_t *gen) {
   *gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
 }
 
-void devstate_leave(int ordinal) {
+void uvn_devstate_leave(int ordinal) {
   struct devstate *d = get(ordinal);
   if (d != NULL) pthread_rwlock_unlock(&d->rw);
 }
 
-uint64_t devstate_gen(int ordinal) {
+uint64_t uvn_devstate_gen(int ordinal) {
   struct devstate *d = get(ordinal);
   return d ? __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE) : 0;
 }
 
-void devstate_open(int ordinal, CUcontext ctx) {
+void uvn_devstate_open(int ordinal, CUcontext ctx) {
   struct devstate *d = get(ordinal);
   if (d == NULL) return;
   pthread_mutex_lock(&d->mu);
@@ -134,7 +146,7 @@ void devstate_open(int ordinal, CUcontext ctx) {
   pthread_mutex_unlock(&d->mu);
 }
 
-void devstate_close(int ordinal) {
+void uvn_devstate_close(int ordinal) {
   struct devstate *d = get(ordinal);
   if (d == NULL) return;
   pthread_mutex_lock(&d->mu);
@@ -142,7 +154,7 @@ void devstate_close(int ordinal) {
   pthread_mutex_unlock(&d->mu);
 }
 
-int devstate_reset_begin(int ordinal) {
+int uvn_devstate_reset_begin(int ordinal) {
   struct devstate *d = get(ordinal);
   int err = 0;
   if (d == NULL) return UVCUDA_EINVAL;
@@ -153,7 +165,7 @@ int devstate_reset_begin(int ordinal) {
   return err;
 }
 
-void devstate_reset_end(int ordinal) {
+void uvn_devstate_reset_end(int ordinal) {
   struct devstate *d = get(ordinal);
   if (d == NULL) return;
   pthread_mutex_lock(&d->mu);
@@ -166,7 +178,7 @@ static int reached_driver(int err) {
          err != UVCUDA_EDRIVEROLD;
 }
 
-int devstate_reset_run(int ordinal, uint64_t *gen) {
+int uvn_devstate_reset_run(int ordinal, uint64_t *gen) {
   struct devstate *d = get(ordinal);
   int err;
   *gen = 0;
@@ -192,7 +204,7 @@ int devstate_reset_run(int ordinal, uint64_t *gen) {
   }
   pthread_mutex_unlock(&d->mu);
   pthread_rwlock_unlock(&d->rw);
-  if (reached_driver(err)) announce(NOTE_RESET, ordinal, *gen);
+  if (reached_driver(err)) announce(UVN_NOTE_RESET, ordinal, *gen);
   return err;
 }
 
@@ -219,7 +231,7 @@ static void foreign_reset(struct devstate *d, int ordinal, unsigned long long id
   }
   pthread_mutex_unlock(&d->mu);
   pthread_rwlock_unlock(&d->rw);
-  if (gen != 0) announce(NOTE_RESET, ordinal, gen);
+  if (gen != 0) announce(UVN_NOTE_RESET, ordinal, gen);
 }
 
 static void foreign_check(struct devstate *d, int ordinal) {
@@ -233,7 +245,7 @@ static void foreign_check(struct devstate *d, int ordinal) {
   if (changed) foreign_reset(d, ordinal, id);
 }
 
-int devstate_reset_result(int ordinal, uint64_t gen, int *err) {
+int uvn_devstate_reset_result(int ordinal, uint64_t gen, int *err) {
   struct devstate *d = get(ordinal);
   int found = 0;
   *err = 0;
@@ -247,7 +259,7 @@ int devstate_reset_result(int ordinal, uint64_t gen, int *err) {
   return found;
 }
 
-uint64_t devstate_faults(int ordinal, int *err) {
+uint64_t uvn_devstate_faults(int ordinal, int *err) {
   struct devstate *d = get(ordinal);
   uint64_t n = 0;
   *err = 0;
@@ -259,7 +271,7 @@ uint64_t devstate_faults(int ordinal, int *err) {
   return n;
 }
 
-int devstate_fault_now(int ordinal) {
+int uvn_devstate_fault_now(int ordinal) {
   struct devstate *d = get(ordinal);
   int err = 0;
   if (d == NULL) return 0;
@@ -277,19 +289,20 @@ int devstate_fault_now(int ordinal) {
 
 struct sub {
   napi_threadsafe_function tsfn;
-  struct sub *next;
+  struct uvcuda__queue node; /* on subs */
 };
 
 static pthread_mutex_t subs_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t subs_cv = PTHREAD_COND_INITIALIZER;
-static struct sub *subs;
+static struct uvcuda__queue subs = {&subs, &subs};
 static int watcher_started;
 
 static void announce(int kind, int ordinal, uint64_t gen) {
-  struct sub *s;
-  struct fault_note *n;
+  struct uvcuda__queue *q;
+  struct uvn_note *n;
   pthread_mutex_lock(&subs_mu);
-  for (s = subs; s; s = s->next) {
+  uvcuda__queue_foreach(q, &subs) {
+    struct sub *s = uvcuda__queue_data(q, struct sub, node);
     if ((n = malloc(sizeof(*n))) == NULL) continue;
     n->kind = kind;
     n->ordinal = ordinal;
@@ -301,7 +314,7 @@ static void announce(int kind, int ordinal, uint64_t gen) {
   pthread_mutex_unlock(&subs_mu);
 }
 
-void devstate_note_fault(int ordinal, uint64_t gen, int err) {
+void uvn_devstate_note_fault(int ordinal, uint64_t gen, int err) {
   struct devstate *d = get(ordinal);
   int fresh = 0;
   if (d == NULL || err == 0) return;
@@ -313,7 +326,7 @@ void devstate_note_fault(int ordinal, uint64_t gen, int err) {
     fresh = 1;
   }
   pthread_mutex_unlock(&d->mu);
-  if (fresh) announce(NOTE_FAULT, ordinal, gen);
+  if (fresh) announce(UVN_NOTE_FAULT, ordinal, gen);
 }
 
 /* Every 100 ms while some env is subscribed: the health of every open
@@ -330,38 +343,37 @@ static void *watch_main(void *arg) {
   (void)arg;
   /* A query from this thread must never invalidate a capture that a JS
    * thread records in the default (GLOBAL) mode. */
-  cu.cuThreadExchangeStreamCaptureMode(&relaxed);
+  uvn_cu.cuThreadExchangeStreamCaptureMode(&relaxed);
   for (;;) {
     pthread_mutex_lock(&subs_mu);
-    while (subs == NULL) pthread_cond_wait(&subs_cv, &subs_mu);
+    while (uvcuda__queue_empty(&subs)) pthread_cond_wait(&subs_cv, &subs_mu);
     pthread_mutex_unlock(&subs_mu);
     nanosleep(&ts, NULL);
     for (i = 0; i < ndev; i++) {
-      /* devstate_enter looks for a foreign reset too: an env with nothing
+      /* uvn_devstate_enter looks for a foreign reset too: an env with nothing
        * to do hears of it (its 'reset') within a watch interval. */
-      if (devstate_enter(i, &gen) != 0) continue;
+      if (uvn_devstate_enter(i, &gen) != 0) continue;
       err = 0;
       pthread_mutex_lock(&devs[i].mu);
       ctx = devs[i].ctx;
       /* Under mu: the last env cannot release the context meanwhile. */
       if (ctx != NULL) err = uvcuda_context_health((uvcuda_context_t)ctx);
       pthread_mutex_unlock(&devs[i].mu);
-      if (uvcuda_cuda_result(err) != 0) devstate_note_fault(i, gen, err);
-      devstate_leave(i);
+      if (uvcuda_cuda_result(err) != 0) uvn_devstate_note_fault(i, gen, err);
+      uvn_devstate_leave(i);
     }
   }
   return NULL;
 }
 
-int devstate_subscribe(napi_threadsafe_function tsfn) {
+int uvn_devstate_subscribe(napi_threadsafe_function tsfn) {
   struct sub *s = calloc(1, sizeof(*s));
   pthread_t t;
   pthread_attr_t attr;
   if (s == NULL) return UVCUDA_ENOMEM;
   s->tsfn = tsfn;
   pthread_mutex_lock(&subs_mu);
-  s->next = subs;
-  subs = s;
+  uvcuda__queue_insert_head(&subs, &s->node);
   if (!watcher_started) {
     /* Detached, for the life of the process (the addon stays resident). */
     pthread_attr_init(&attr);
@@ -374,15 +386,39 @@ int devstate_subscribe(napi_threadsafe_function tsfn) {
   return 0;
 }
 
-void devstate_unsubscribe(napi_threadsafe_function tsfn) {
-  struct sub **p, *s;
+void uvn_devstate_unsubscribe(napi_threadsafe_function tsfn) {
+  struct uvcuda__queue *q;
+  struct sub *s = NULL;
   pthread_mutex_lock(&subs_mu);
-  for (p = &subs; (s = *p) != NULL; p = &s->next) {
-    if (s->tsfn == tsfn) {
-      *p = s->next;
-      free(s);
-      break;
-    }
+  uvcuda__queue_foreach(q, &subs) {
+    s = uvcuda__queue_data(q, struct sub, node);
+    if (s->tsfn == tsfn) break;
+    s = NULL;
   }
+  if (s != NULL) uvcuda__queue_remove(&s->node);
   pthread_mutex_unlock(&subs_mu);
+  free(s);
+}
+
+/* ---- peer access ---------------------------------------------------------- */
+
+void uvn_devstate_peer_enable(int from, uint64_t from_gen, int peer, uint64_t peer_gen) {
+  struct devstate *d = get(from);
+  if (d == NULL || get(peer) == NULL) return;
+  pthread_mutex_lock(&d->mu);
+  d->peers[peer].on = 1;
+  d->peers[peer].gen = from_gen;
+  d->peers[peer].peer_gen = peer_gen;
+  pthread_mutex_unlock(&d->mu);
+}
+
+int uvn_devstate_peer_ok(int from, int peer) {
+  struct devstate *d = get(from);
+  struct peer p;
+  if (from == peer) return 1;
+  if (d == NULL || get(peer) == NULL) return 0;
+  pthread_mutex_lock(&d->mu);
+  p = d->peers[peer];
+  pthread_mutex_unlock(&d->mu);
+  return p.on && p.gen == uvn_devstate_gen(from) && p.peer_gen == uvn_devstate_gen(peer);
 }

@@ -1,12 +1,5 @@
-/* How many parameters a kernel takes, so that module.getFunction(name,
- * signature) can refuse a signature of another length (a launch would pass
- * the wrong bytes to the kernel). The driver says, from CUDA 12.4 on
- * (cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE for the first index
- * past the last parameter); else the module's PTX text does: the `.param`
- * declarations in the parenthesised list after `.entry name`. A binary
- * image (cubin, fatbin) on an older driver gives no answer: the signature
- * is then taken as it is. */
-#include "addon.h"
+/* See params.h. */
+#include "params.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -38,7 +31,8 @@ static int ident_char(char c) {
   return isalnum((unsigned char)c) || c == '_' || c == '$' || c == '%';
 }
 
-int ptx_entry_params(const char *ptx, const char *name) {
+/* The parameters of .entry `name` in ptx, or -1 if it has no such entry. */
+static int ptx_entry_params(const char *ptx, const char *name) {
   size_t nlen = strlen(name);
   char *text = strip_comments(ptx), *p;
   int count = -1;
@@ -65,14 +59,14 @@ int ptx_entry_params(const char *ptx, const char *name) {
   return count;
 }
 
-int kernel_param_count(struct mod_res *m, CUfunction fn, const char *name) {
-  if (cu.cuFuncGetParamInfo != NULL) {
+int uvn_params_count(CUfunction fn, const char *ptx, const char *name) {
+  if (uvn_cu.cuFuncGetParamInfo != NULL) {
     size_t i, off, size;
     for (i = 0; i < 4096; i++) {
-      CUresult r = cu.cuFuncGetParamInfo(fn, i, &off, &size);
+      CUresult r = uvn_cu.cuFuncGetParamInfo(fn, i, &off, &size);
       if (r == CUDA_ERROR_INVALID_VALUE) return (int)i;
       if (r != CUDA_SUCCESS) break; /* no answer from the driver */
     }
   }
-  return m->ptx != NULL ? ptx_entry_params(m->ptx, name) : -1;
+  return ptx != NULL ? ptx_entry_params(ptx, name) : -1;
 }

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "options.h"  /* uvcuda's lib/: the options a loop resolves */
+#include "uvcuda_napi_ext.h"
 
 #define ENV_MAGIC 0x75766e61u /* "uvna" */
 #define IDLE_MAX 512          /* cached idle requests per env */
@@ -327,8 +327,7 @@ static const char *env_culprit(const uvcuda_options_t *in) {
   const uint32_t both = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;
   static const char *const vars[3] = {"UVCUDA_COMPLETION", "UVCUDA_SPIN_BUDGET_US",
                                       "UVCUDA_ADAPTIVE"};
-  struct uvcuda__opts r;
-  uvcuda_options_t base, o;
+  uvcuda_options_t base, o, r;
   int i;
 
   if (in == NULL) {
@@ -341,7 +340,7 @@ static const char *env_culprit(const uvcuda_options_t *in) {
       o.completion = UVCUDA_COMPLETION_AUTO;
     if (i != 1 && o.spin_budget_us == -1) o.spin_budget_us = 20;
     if (i != 2 && !(o.flags & both)) o.flags |= UVCUDA_OPT_NO_ADAPTIVE;
-    if (uvcuda__opts_resolve(&o, &r) != 0) {
+    if (uvcuda_options_resolve(&o, &r) != 0) {
       const char *v = getenv(vars[i]);
       if (v != NULL && v[0] != '\0') return vars[i];
     }
@@ -352,12 +351,11 @@ static const char *env_culprit(const uvcuda_options_t *in) {
 /* The first field of the options passed to uvcuda_napi_configure whose
  * default makes them valid (its value into *v), else NULL. */
 static const char *field_culprit(const uvcuda_options_t *in, long long *v) {
-  struct uvcuda__opts r;
-  uvcuda_options_t o;
+  uvcuda_options_t o, r;
 #define TRY(f, dflt)                                                    \
   o = *in;                                                              \
   o.f = dflt;                                                           \
-  if (in->f != (dflt) && uvcuda__opts_resolve(&o, &r) == 0) {           \
+  if (in->f != (dflt) && uvcuda_options_resolve(&o, &r) == 0) {        \
     *v = (long long)in->f;                                              \
     return #f;                                                          \
   }
@@ -401,7 +399,7 @@ napi_status uvcuda_napi__settings(napi_env env, uvcuda_loop_t **loop,
                                   uvcuda_completion_t *completion,
                                   uint64_t *spin_budget_ns, int *adaptive) {
   struct napi_state *st = NULL;
-  struct uvcuda__opts r;
+  uvcuda_options_t r;
   napi_status s;
   int err;
 
@@ -414,11 +412,11 @@ napi_status uvcuda_napi__settings(napi_env env, uvcuda_loop_t **loop,
     *adaptive = uvcuda_loop_adaptive(&st->ul) != 0;
     return napi_ok;
   }
-  if ((err = uvcuda__opts_resolve(st->have_opts ? &st->opts : NULL, &r)) != 0)
+  if ((err = uvcuda_options_resolve(st->have_opts ? &st->opts : NULL, &r)) != 0)
     return throw_opts_error(env, err, st->have_opts ? &st->opts : NULL);
   *completion = r.completion;
-  *spin_budget_ns = r.spin_budget_ns;
-  *adaptive = r.adaptive;
+  *spin_budget_ns = (uint64_t)r.spin_budget_us * 1000u;
+  *adaptive = (r.flags & UVCUDA_OPT_ADAPTIVE) != 0;
   return napi_ok;
 }
 

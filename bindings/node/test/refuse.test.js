@@ -9,9 +9,9 @@
 // `code`, promises reject with one (never an unhandled rejection), the
 // child exits by itself with status 0 (nothing hangs, nothing crashes),
 // the refusal costs one life at most and the third works in full with the
-// right data: a refused call leaves nothing broken behind it. Except cuInit
-// and cuDriverGetVersion, whose failure is the driver's load result for the
-// life of the process (documented).
+// right data: a refused call leaves nothing broken behind it. Except cuInit,
+// cuDriverGetVersion and cuGetProcAddress, whose failure is the driver's
+// load result for the life of the process (documented).
 
 const assert = require('node:assert/strict');
 const { test, runChild, lastJson } = require('./common');
@@ -62,10 +62,13 @@ async function life() {
 }
 `;
 
-const loadTime = new Set(['cuInit', 'cuDriverGetVersion']);
+// cuGetProcAddress too: the driver load resolves every entry through it
+// (its refusal at the 1st or 2nd call fails the load).
+const loadTime = new Set(['cuInit', 'cuDriverGetVersion', 'cuGetProcAddress']);
 
-// The names in the X-macro tables of the addon (UVCUDA_NODE_CU...) and of
-// the library (UVCUDA__DRIVER_...), deduplicated.
+// The names in the X-macro tables of the addon (lib/cuda-api.h's
+// UVCUDA_CU_PFNS_..., which support/drvtab.h resolves) and of the library
+// (UVCUDA__DRIVER_...), deduplicated.
 function resolvedEntries() {
   const fs = require('node:fs');
   const path = require('node:path');
@@ -73,7 +76,7 @@ function resolvedEntries() {
   const libRoot = fs.existsSync(path.join(pkgDir, 'deps', 'uvcuda', 'lib'))
     ? path.join(pkgDir, 'deps', 'uvcuda') : path.join(pkgDir, '..', '..');
   const names = new Set();
-  for (const [file, macro] of [[path.join(pkgDir, 'src', 'cu.h'), 'UVCUDA_NODE_CU'],
+  for (const [file, macro] of [[path.join(libRoot, 'lib', 'cuda-api.h'), 'UVCUDA_CU_PFNS_'],
     [path.join(libRoot, 'lib', 'driver.h'), 'UVCUDA__DRIVER_']]) {
     const text = fs.readFileSync(file, 'utf8');
     // Each table: "#define MACRO...(XX)" then continued lines to the first
@@ -97,9 +100,9 @@ async function cleanLife() {
 test('a refused driver call: errors carry a code, nothing hangs, the next life works', async () => {
   await cleanLife();
   // Every entry point the package or the library resolves: read from the
-  // tables themselves (src/cu.h and uvcuda's lib/driver.h, in the package
-  // or the repository), so a new entry is swept too. Those the life never
-  // calls just pass.
+  // tables themselves (uvcuda's lib/cuda-api.h and lib/driver.h, in the
+  // package or the repository), so a new entry is swept too. Those the
+  // life never calls just pass.
   const entries = resolvedEntries();
   assert.ok(entries.length > 40 && entries.includes('cuCtxSetCurrent') &&
     entries.includes('cuStreamWriteValue64'), JSON.stringify(entries));

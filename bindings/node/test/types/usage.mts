@@ -63,6 +63,11 @@ export async function main(): Promise<void> {
   dev.off('fault', () => {});
   await dev.reset({ signal });
 
+  // Peer access: device 0's work may then use device 1's memory.
+  const none: void = dev.enablePeerAccess(openDevice(1));
+  // @ts-expect-error: a peer is a Device, not an ordinal
+  dev.enablePeerAccess(1);
+
   // Errors.
   try {
     await s.fence({ signal });
@@ -107,5 +112,5 @@ export async function main(): Promise<void> {
   // @ts-expect-error: health is read-only
   dev.health = 'healthy';
 
-  void same; void out; void dv; void health; void params;
+  void same; void out; void dv; void health; void params; void none;
 }
