@@ -139,6 +139,7 @@ int uvcuda_options_resolve(const uvcuda_options_t *in, uvcuda_options_t *out) {
   out->reactor_spin_us = (int32_t)(r.reactor_spin_ns / 1000u);
   out->reactor_yield_us = (int32_t)(r.reactor_yield_ns / 1000u);
   out->reactor_sleep_max_us = (int32_t)(r.reactor_sleep_max_ns / 1000u);
+  out->reactor_backoff_pct = (int32_t)r.reactor_backoff_pct;
   out->flags = (r.flags & ~both) |
                (r.adaptive ? UVCUDA_OPT_ADAPTIVE : UVCUDA_OPT_NO_ADAPTIVE);
   return 0;

@@ -187,6 +187,11 @@ static void options_are_validated(void **state) {
   uvcuda_options_init(&o);
   o.reactor_sleep_max_us = 0;
   assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  uvcuda_options_init(&o);
+  o.reactor_backoff_pct = 0; /* 1..100 */
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
+  o.reactor_backoff_pct = 101;
+  assert_int_equal(init_with(&o), UVCUDA_EINVAL);
 }
 
 static void environment_is_validated(void **state) {
@@ -230,9 +235,10 @@ static void options_resolve_as_loop_init(void **state) {
   assert_int_equal(r.completion, UVCUDA_COMPLETION_AUTO);
   assert_int_equal(r.spin_budget_us, 20);
   assert_int_equal(r.probe_interval_us, 1000);
-  assert_int_equal(r.reactor_spin_us, 500);
-  assert_int_equal(r.reactor_yield_us, 2000);
-  assert_int_equal(r.reactor_sleep_max_us, 200);
+  assert_int_equal(r.reactor_spin_us, 0);
+  assert_int_equal(r.reactor_yield_us, 0);
+  assert_int_equal(r.reactor_sleep_max_us, 1000);
+  assert_int_equal(r.reactor_backoff_pct, 5);
   assert_int_equal(r.flags, UVCUDA_OPT_NO_ADAPTIVE);
   setenv("UVCUDA_COMPLETION", "poll", 1);
   setenv("UVCUDA_SPIN_BUDGET_US", "7", 1);

@@ -134,6 +134,13 @@ export interface Stats {
   prewakes: number;
   /** ns the loop thread spent spinning (with or without adaptive). */
   spinNs: number;
+  /** What waiting has cost the process's reactor thread (shared by every
+   * env and loop, the same numbers from each; 0 before this env's first
+   * awaited call): passes that read the armed counters, its timed sleeps
+   * and parks, its CPU time in ns. */
+  reactorPolls: number;
+  reactorSleeps: number;
+  reactorCpuNs: number;
   /** Calls of this env handed to a stream (a future started: the promise
    * helper's awaits), and how those settled: by the work, or by a
    * rejection at the stream (a capturing stream's UVCUDA_ECAPTURING, a

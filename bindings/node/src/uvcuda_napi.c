@@ -365,6 +365,7 @@ static const char *field_culprit(const uvcuda_options_t *in, long long *v) {
   TRY(reactor_spin_us, -1)
   TRY(reactor_yield_us, -1)
   TRY(reactor_sleep_max_us, -1)
+  TRY(reactor_backoff_pct, -1)
   TRY(flags, 0u)
 #undef TRY
   return NULL;

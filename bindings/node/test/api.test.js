@@ -317,6 +317,19 @@ test('stats count this env\'s promises', async () => {
   assert.match(uvcuda.strerror(-30005), /capturing/);
 });
 
+test('stats count what waiting cost the reactor', async () => {
+  const s = dev.createStream();
+  const before = uvcuda.stats();
+  // 20 ms of GPU work: past the loop's spin, so the reactor sees it done.
+  await s.launch(k.sleep, 1, 1, [20_000_000n]);
+  const after = uvcuda.stats();
+  assert.ok(after.completedReactor > before.completedReactor);
+  for (const key of ['reactorPolls', 'reactorSleeps', 'reactorCpuNs']) {
+    assert.equal(typeof after[key], 'number', key);
+    assert.ok(after[key] > before[key], `${key} did not grow: ${before[key]} -> ${after[key]}`);
+  }
+});
+
 test('each completion strategy gives the right bytes', async () => {
   for (const completion of ['reactor', 'hostfn', 'poll', 'auto']) {
     const res = await runChild(`
