@@ -115,6 +115,9 @@ void res_unuse(res_t *r);
  * (closed) or CudaError CUDA_ERROR_CONTEXT_IS_DESTROYED (a reset ended
  * it) set. */
 int res_check(res_t *r);
+/* The GPU ran op's work (its await completed): a copy from the device
+ * lands in its Python buffer. Anything but an op: nothing. */
+void op_finish(PyObject *op);
 /* Drops every use an await's held objects have (a list of them). */
 void res_unuse_list(PyObject *list);
 /* The CUstream of a stream-like object: a uvcuda.Stream (*ours), an int,

@@ -56,7 +56,7 @@ struct req {
   CUstream stream;
   CUcontext cuctx; /* a default-stream handle: the context to make current */
   int waits;
-  int status;
+  int status, drain_status;
   unsigned char is_drain, active, closing, closed, op_failed, done;
 };
 
@@ -160,7 +160,7 @@ static void req_recycle(struct req *r) {
     r->parent = NULL;
     r->pend = NULL;
     r->cuctx = NULL;
-    r->waits = r->status = 0;
+    r->waits = r->status = r->drain_status = 0;
     r->is_drain = r->active = r->op_failed = r->done = 0;
     list_add(&c->idle, r);
     c->nidle++;
@@ -261,6 +261,9 @@ static void finalize(struct req *r) {
   PyObject *fut = r->fut_py, *op = r->op, *stream_obj = r->stream_obj,
            *result = r->result, *exc = r->exc, *keep = r->keep;
   int status = r->status, op_failed = r->op_failed;
+  /* The work ran to its end: copies from the device land in their
+   * buffers, before anyone is told. */
+  int ran = fut != NULL && (op_failed ? r->drain_status == 0 : status == 0);
   r->fut_py = r->op = r->stream_obj = r->result = r->exc = r->keep = NULL;
   if (r->pend != NULL) {
     r->pend->req = NULL;
@@ -268,6 +271,13 @@ static void finalize(struct req *r) {
   }
   r->done = 1;
   req_recycle(r); /* r may be gone from here */
+  if (ran) {
+    if (op != NULL) op_finish(op);
+    if (keep != NULL) {
+      Py_ssize_t i;
+      for (i = 0; i < PyList_Size(keep); i++) op_finish(PyList_GetItem(keep, i));
+    }
+  }
   if (fut != NULL) {
     c->pending--;
     settle(c, fut, result, op_failed ? exc : NULL, status);
@@ -294,6 +304,7 @@ static void on_done(uvcuda_future_t *f, int status) {
     p = r->parent;
     r->parent = NULL;
     req_recycle(r);
+    if (p != NULL) p->drain_status = status;
     if (p != NULL && --p->waits == 0 && !p->done) finalize(p);
   } else if (--r->waits == 0 && !r->done) {
     finalize(r);
@@ -569,9 +580,8 @@ static PyObject *ctx_start(ctxobj *c, PyObject *args) {
       return raise_cu(r, "cuStreamGetCtx");
     if (sctx != d->ctx) {
       PyErr_Format(PyExc_ValueError,
-                   "stream 0x%llx is not a stream of device %d's primary "
-                   "context",
-                   (unsigned long long)(uintptr_t)h, device);
+                   "stream %p is not a stream of device %d's primary context",
+                   (void *)h, device);
       return NULL;
     }
   }
@@ -676,6 +686,9 @@ static void on_loop_closed(uvcuda_loop_t *ul) {
   c->on_closed = NULL;
   c->inited = 0;
   c->closed = 1;
+  /* The pump refers back to c (a cycle the collector can't see). */
+  Py_CLEAR(c->call_soon);
+  Py_CLEAR(c->pump);
   if (cb != NULL) {
     if ((v = PyObject_CallNoArgs(cb)) == NULL) PyErr_WriteUnraisable(cb);
     Py_XDECREF(v);

@@ -14,6 +14,8 @@
 
 #include <structmember.h>
 
+#include "bounce.h"
+
 #define MAX_PARAMS 64
 
 PyTypeObject *DeviceType, *StreamType, *MemoryType, *ModuleType, *KernelType,
@@ -67,6 +69,8 @@ typedef struct {
   unsigned char value;
   unsigned grid[3], block[3], shmem;
   int nparams;
+  int ran;                /* enqueued (an op runs once) */
+  struct bounce *bounce;  /* the host side of a copy, or NULL */
   uint64_t slots[MAX_PARAMS];
   void *params[MAX_PARAMS];
 } opobj;
@@ -457,9 +461,9 @@ static void stream_dealloc(stream_t *o) {
 }
 
 static PyObject *stream_repr(stream_t *o) {
-  return PyUnicode_FromFormat("<uvcuda.Stream 0x%llx of device %d%s>",
-                              (unsigned long long)(uintptr_t)o->stream,
-                              o->h.dev->ordinal, o->h.closed ? " (destroyed)" : "");
+  return PyUnicode_FromFormat("<uvcuda.Stream %p of device %d%s>",
+                              (void *)o->stream, o->h.dev->ordinal,
+                              o->h.closed ? " (destroyed)" : "");
 }
 
 static PyObject *stream_get_handle(stream_t *o, void *u) {
@@ -502,6 +506,7 @@ static void op_hold(res_t **slot, res_t *r) {
 }
 
 static void op_dealloc(opobj *o) {
+  bounce_put(o->bounce); /* the GPU is done with it: its await held o */
   if (o->has_view) PyBuffer_Release(&o->view);
   if (o->a != NULL) res_unuse(o->a);
   if (o->b != NULL) res_unuse(o->b);
@@ -825,17 +830,27 @@ static int op_run(opobj *o) {
     for (i = 0; i < n; i++)
       if (res_check((res_t *)PyList_GetItem(o->held, i)) != 0) return -1;
   }
+  if (o->ran) {
+    PyErr_SetString(PyExc_RuntimeError, "an op runs once");
+    return -1;
+  }
   if (dev_enter(d) != 0) return -1;
   switch (o->kind) {
     case OP_HTOD:
       what = "cuMemcpyHtoDAsync";
-      if (o->n > 0)
-        r = cu.cuMemcpyHtoDAsync(((memobj *)o->a)->ptr + o->off_a, o->view.buf, o->n, s);
+      if (o->n == 0) break;
+      /* src is read now: through page-locked memory, or as it is */
+      if ((o->bounce = bounce_get(d, o->n)) != NULL)
+        memcpy(o->bounce->p, o->view.buf, o->n);
+      r = cu.cuMemcpyHtoDAsync(((memobj *)o->a)->ptr + o->off_a,
+                               o->bounce ? o->bounce->p : o->view.buf, o->n, s);
       break;
     case OP_DTOH:
       what = "cuMemcpyDtoHAsync";
-      if (o->n > 0)
-        r = cu.cuMemcpyDtoHAsync(o->view.buf, ((memobj *)o->a)->ptr + o->off_a, o->n, s);
+      if (o->n == 0) break;
+      o->bounce = bounce_get(d, o->n); /* copied to dst by op_finish */
+      r = cu.cuMemcpyDtoHAsync(o->bounce ? o->bounce->p : o->view.buf,
+                               ((memobj *)o->a)->ptr + o->off_a, o->n, s);
       break;
     case OP_DTOD:
       what = "cuMemcpyDtoDAsync";
@@ -857,8 +872,22 @@ static int op_run(opobj *o) {
     default: break;
   }
   dev_leave(d);
-  if (r != CUDA_SUCCESS) return (raise_cu(r, what), -1);
+  if (r != CUDA_SUCCESS) {
+    bounce_put(o->bounce); /* nothing was enqueued */
+    o->bounce = NULL;
+    raise_cu(r, what);
+    return -1;
+  }
+  o->ran = 1;
   return 0;
+}
+
+void op_finish(PyObject *op) {
+  opobj *o = (opobj *)op;
+  if (!PyObject_TypeCheck(op, OpType) || !o->ran || o->kind != OP_DTOH ||
+      o->bounce == NULL)
+    return;
+  memcpy(o->view.buf, o->bounce->p, o->n);
 }
 
 static int in_op_on(stream_t *s, const char *what) {
@@ -1047,8 +1076,8 @@ static void mem_dealloc(memobj *o) {
 }
 
 static PyObject *mem_repr(memobj *o) {
-  return PyUnicode_FromFormat("<uvcuda.DeviceMemory %zu bytes at 0x%llx of device %d%s>",
-                              o->nbytes, (unsigned long long)o->ptr,
+  return PyUnicode_FromFormat("<uvcuda.DeviceMemory %zu bytes at %p of device %d%s>",
+                              o->nbytes, (void *)(uintptr_t)o->ptr,
                               o->h.dev->ordinal, o->h.closed ? " (freed)" : "");
 }
 
