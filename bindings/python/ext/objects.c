@@ -15,6 +15,7 @@
 #include <structmember.h>
 
 #include "bounce.h"
+#include "reaper.h"
 
 #define MAX_PARAMS 64
 
@@ -121,23 +122,29 @@ int res_check(res_t *r) {
 }
 
 /* Destroys the CUDA object (once closed and unused). One that a reset
- * ended is gone already; while a reset runs, the reset destroys it. */
+ * ended is gone already. Memory and modules go on the reaper thread
+ * (their destruction waits for the device); a stream here (its destroy
+ * returns at once; work still queued on it runs), unless a reset runs:
+ * the reset destroys it. */
 static void res_destroy(res_t *r) {
   CUcontext prev = NULL;
   if (r->gone) return;
   r->gone = 1;
-  if (r->kind == RES_KERNEL) {
-    res_unuse(&((kernobj *)r)->module->h);
-    return;
+  switch (r->kind) {
+    case RES_KERNEL: res_unuse(&((kernobj *)r)->module->h); return;
+    case RES_MEMORY:
+      if (!res_stale(r))
+        reap(REAP_MEMORY, r->dev, r->gen, (uintptr_t)((memobj *)r)->ptr);
+      return;
+    case RES_MODULE:
+      if (!res_stale(r))
+        reap(REAP_MODULE, r->dev, r->gen, (uintptr_t)((modobj *)r)->mod);
+      return;
+    default: break;
   }
   if (res_stale(r) || pthread_rwlock_tryrdlock(&r->dev->rw) != 0) return;
   if (ctx_push(r->dev->ctx, &prev) == CUDA_SUCCESS) {
-    switch (r->kind) {
-      case RES_STREAM: cu.cuStreamDestroy(((stream_t *)r)->stream); break;
-      case RES_MEMORY: cu.cuMemFree(((memobj *)r)->ptr); break;
-      case RES_MODULE: cu.cuModuleUnload(((modobj *)r)->mod); break;
-      default: break;
-    }
+    cu.cuStreamDestroy(((stream_t *)r)->stream);
     ctx_pop(r->dev->ctx, prev);
   }
   pthread_rwlock_unlock(&r->dev->rw);
@@ -842,15 +849,29 @@ static int op_run(opobj *o) {
       /* src is read now: through page-locked memory, or as it is */
       if ((o->bounce = bounce_get(d, o->n)) != NULL)
         memcpy(o->bounce->p, o->view.buf, o->n);
-      r = cu.cuMemcpyHtoDAsync(((memobj *)o->a)->ptr + o->off_a,
-                               o->bounce ? o->bounce->p : o->view.buf, o->n, s);
+      if (o->bounce != NULL) {
+        r = cu.cuMemcpyHtoDAsync(((memobj *)o->a)->ptr + o->off_a, o->bounce->p,
+                                 o->n, s);
+      } else { /* pageable: the driver may hold us; other threads run */
+        Py_BEGIN_ALLOW_THREADS
+        r = cu.cuMemcpyHtoDAsync(((memobj *)o->a)->ptr + o->off_a, o->view.buf,
+                                 o->n, s);
+        Py_END_ALLOW_THREADS
+      }
       break;
     case OP_DTOH:
       what = "cuMemcpyDtoHAsync";
       if (o->n == 0) break;
       o->bounce = bounce_get(d, o->n); /* copied to dst by op_finish */
-      r = cu.cuMemcpyDtoHAsync(o->bounce ? o->bounce->p : o->view.buf,
-                               ((memobj *)o->a)->ptr + o->off_a, o->n, s);
+      if (o->bounce != NULL) {
+        r = cu.cuMemcpyDtoHAsync(o->bounce->p, ((memobj *)o->a)->ptr + o->off_a,
+                                 o->n, s);
+      } else { /* pageable: the driver holds us until the copy is done */
+        Py_BEGIN_ALLOW_THREADS
+        r = cu.cuMemcpyDtoHAsync(o->view.buf, ((memobj *)o->a)->ptr + o->off_a,
+                                 o->n, s);
+        Py_END_ALLOW_THREADS
+      }
       break;
     case OP_DTOD:
       what = "cuMemcpyDtoDAsync";

@@ -203,11 +203,21 @@ def gate(sim: Sim, gates: List[Gate]) -> Callable[[uvcuda.Stream], Gate]:
 
 
 def run_script(code: str, env: Optional[Dict[str, str]] = None,
-               args: Optional[List[str]] = None) -> subprocess.CompletedProcess:
-    """Runs code (dedented) in a new interpreter; returns its result."""
+               args: Optional[List[str]] = None,
+               hang_guard: Optional[float] = None) -> subprocess.CompletedProcess:
+    """Runs code (dedented) in a new interpreter; returns its result.
+
+    hang_guard: seconds after which a script that never ends is killed and
+    reported as failed (for code that would otherwise block forever; not a
+    bound on how fast anything is)."""
     full_env = dict(os.environ)
     full_env['UVCUDA_TEST_PTX'] = str(kernels_ptx())
     if env:
         full_env.update(env)
-    return subprocess.run([sys.executable, '-c', textwrap.dedent(code)] + (args or []),
-                          env=full_env, capture_output=True, text=True)
+    cmd = [sys.executable, '-c', textwrap.dedent(code)] + (args or [])
+    try:
+        return subprocess.run(cmd, env=full_env, capture_output=True, text=True,
+                              timeout=hang_guard)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(cmd, -9, str(e.stdout or ''),
+                                           'hung (killed): ' + str(e.stderr or ''))

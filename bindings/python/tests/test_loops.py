@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import pathlib
 import struct
 import threading
 import weakref
@@ -281,3 +282,42 @@ def test_uvloop_with_another_libuv_is_refused() -> None:
         # an object that has no uv_version of its own or its dependencies'
         _uvcuda._check_libuv(_uvcuda.__file__, 0)
     _uvcuda._check_libuv(uvloop.loop.__file__, uvloop.loop.libuv_get_version())
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize('kind', ['asyncio', 'uvloop'])
+def test_frees_never_hold_the_loop(kind: str) -> None:
+    """cuMemFree and cuModuleUnload wait for every stream of the context:
+    free(), unload() and the collector's deallocations leave that to the
+    reaper thread, and the loop runs on while a stream is busy."""
+    r = run_script('''
+import asyncio, ctypes, gc, os, sys
+sys.path.insert(0, os.environ['TESTS_DIR'])
+import uvcuda
+from conftest import Sim, new_loop
+sim = Sim()
+dev = uvcuda.Device(0)
+ptx = open(os.environ['UVCUDA_TEST_PTX']).read()
+async def main():
+    s = dev.create_stream()
+    g = sim.gate(s); g.close()
+    busy = s.ready()
+    m = dev.alloc(1024); m.free()              # explicit
+    dev.alloc(1024)                            # collected at once
+    m2 = dev.alloc(64); ref = [m2]; ref.append(ref); del m2, ref
+    gc.collect()                               # collected by the collector
+    dev.load_module(ptx).unload()
+    dev.load_module(ptx)
+    for _ in range(10):
+        await asyncio.sleep(0)                 # the loop runs
+    assert not busy.done()
+    g.open()
+    await busy
+    print('OK')
+loop = new_loop(sys.argv[1])
+loop.run_until_complete(main())
+loop.close()
+''', args=[kind], env={'TESTS_DIR': str(pathlib.Path(__file__).parent)},
+        hang_guard=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert 'OK' in r.stdout

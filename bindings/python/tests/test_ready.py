@@ -271,3 +271,41 @@ def test_embedded_mode_on_uvloop(dev: uvcuda.Device) -> None:
         assert loop.run_until_complete(main()) is True
     finally:
         loop.close()
+
+
+def test_copy_from_device_does_not_hold_the_loop(run: Runner, dev: uvcuda.Device,
+                                                 gate: Any) -> None:
+    """The driver runs a copy into pageable memory synchronously (the caller
+    waits for the stream to get there; the simulated driver does the same):
+    the copy goes through page-locked memory, and the loop runs on."""
+    import threading
+    s = dev.create_stream()
+    mem = dev.alloc(64)
+    dst = bytearray(64)
+    opened_by: List[str] = []
+
+    async def main() -> None:
+        await s.memset(mem, 7)
+        g = gate(s)
+        released = threading.Event()
+
+        def guard() -> None:  # only against a hang: not a time bound
+            if not released.wait(60):
+                opened_by.append('guard')
+                g.open()
+        t = threading.Thread(target=guard)
+        t.start()
+        try:
+            fut = s.copy_from_device(dst, mem)
+            for _ in range(10):
+                await asyncio.sleep(0)
+            assert not fut.done()
+            opened_by.append('loop')
+            g.open()
+        finally:
+            released.set()
+            t.join()
+        assert await fut is dst
+    run(main)
+    assert opened_by == ['loop']
+    assert dst == b'\x07' * 64
