@@ -942,34 +942,75 @@ static PyObject *submit(stream_t *s, make_fn make, PyObject *args, PyObject *kw)
   return fut;
 }
 
-/* The enqueue_* form, inside an op: the await holds the op object. */
+/* The enqueue_* form. Inside an op on the stream, the await holds the op
+ * object until the GPU is done with it. Work that touches no host memory
+ * (launches, memsets, copies between allocations) may be enqueued
+ * anywhere else too, with the device's context made current: device
+ * memory it uses can't go too early (cuMemFree and cuModuleUnload wait
+ * for the device); a copy from or to a Python buffer can only be held by
+ * an await. */
 static PyObject *enqueue(stream_t *s, make_fn make, const char *name,
-                         PyObject *args, PyObject *kw) {
+                         int host_side, PyObject *args, PyObject *kw) {
+  CUcontext prev = NULL;
+  CUresult r;
   opobj *o;
   PyObject *ret;
-  if (in_op_on(s, name) != 0 || (o = make(s, args, kw)) == NULL) return NULL;
-  if (op_run(o) != 0 || req_keep(cur_req, (PyObject *)o) != 0) {
-    Py_DECREF((PyObject *)o);
-    return NULL;
+  int inside = cur_req != NULL && req_stream(cur_req) == s->stream, rc;
+  if (!inside && host_side && in_op_on(s, name) != 0) return NULL;
+  if ((o = make(s, args, kw)) == NULL) return NULL;
+  if (inside) {
+    rc = op_run(o) != 0 || req_keep(cur_req, (PyObject *)o) != 0 ? -1 : 0;
+  } else if ((r = ctx_push(s->h.dev->ctx, &prev)) != CUDA_SUCCESS) {
+    rc = -1;
+    raise_cu(r, "cuCtxSetCurrent");
+  } else {
+    rc = op_run(o);
+    ctx_pop(s->h.dev->ctx, prev);
   }
-  ret = Py_NewRef(o->host != NULL ? o->host : Py_None);
+  ret = rc == 0 ? Py_NewRef(o->host != NULL ? o->host : Py_None) : NULL;
   Py_DECREF((PyObject *)o);
   return ret;
 }
 
-#define STREAM_OP(name, make)                                                    \
-  static PyObject *stream_##name(stream_t *s, PyObject *args, PyObject *kw) {    \
-    return submit(s, make, args, kw);                                            \
-  }                                                                              \
-  static PyObject *stream_enqueue_##name(stream_t *s, PyObject *args,            \
-                                         PyObject *kw) {                         \
-    return enqueue(s, make, "Stream.enqueue_" #name "()", args, kw);             \
+#define STREAM_OP(name, make, host_side)                                      \
+  static PyObject *stream_##name(stream_t *s, PyObject *args, PyObject *kw) { \
+    return submit(s, make, args, kw);                                         \
+  }                                                                           \
+  static PyObject *stream_enqueue_##name(stream_t *s, PyObject *args,         \
+                                         PyObject *kw) {                      \
+    return enqueue(s, make, "Stream.enqueue_" #name "()", host_side, args,    \
+                   kw);                                                       \
   }
-STREAM_OP(copy_to_device, make_htod)
-STREAM_OP(copy_from_device, make_dtoh)
-STREAM_OP(copy_device, make_dtod)
-STREAM_OP(memset, make_memset)
-STREAM_OP(launch, make_launch)
+STREAM_OP(copy_to_device, make_htod, 1)
+STREAM_OP(copy_from_device, make_dtoh, 1)
+STREAM_OP(copy_device, make_dtod, 0)
+STREAM_OP(memset, make_memset, 0)
+STREAM_OP(launch, make_launch, 0)
+
+/* synchronize(): waits, GIL released (a baseline; blocks the thread). */
+static PyObject *stream_synchronize(stream_t *s, PyObject *unused) {
+  CUresult r;
+  (void)unused;
+  if (res_check(&s->h) != 0 || dev_enter(s->h.dev) != 0) return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  r = cu.cuStreamSynchronize(s->stream);
+  Py_END_ALLOW_THREADS
+  dev_leave(s->h.dev);
+  if (r != CUDA_SUCCESS) return raise_cu(r, "cuStreamSynchronize");
+  Py_RETURN_NONE;
+}
+
+/* query(): True once the work enqueued so far is done (cuStreamQuery). */
+static PyObject *stream_query(stream_t *s, PyObject *unused) {
+  CUresult r;
+  (void)unused;
+  if (res_check(&s->h) != 0 || dev_enter(s->h.dev) != 0) return NULL;
+  r = cu.cuStreamQuery(s->stream);
+  dev_leave(s->h.dev);
+  if (r == CUDA_SUCCESS) Py_RETURN_TRUE;
+  if (r == CUDA_ERROR_NOT_READY) Py_RETURN_FALSE;
+  return raise_cu(r, "cuStreamQuery");
+}
 
 #define M(name, doc) \
   {#name, (PyCFunction)(void (*)(void))stream_##name, METH_VARARGS | METH_KEYWORDS, doc}
@@ -982,9 +1023,13 @@ static PyMethodDef stream_methods[] = {
     M(launch, "launch(kernel, grid, block, args=(), shared_mem=0) -> Future[None]"),
     M(enqueue_copy_to_device, "enqueue_copy_to_device(dst, src, offset=0): inside an op"),
     M(enqueue_copy_from_device, "enqueue_copy_from_device(dst, src, offset=0) -> dst: inside an op"),
-    M(enqueue_copy_device, "enqueue_copy_device(dst, src, nbytes=None, dst_offset=0, src_offset=0): inside an op"),
-    M(enqueue_memset, "enqueue_memset(dst, value, nbytes=None, offset=0): inside an op"),
-    M(enqueue_launch, "enqueue_launch(kernel, grid, block, args=(), shared_mem=0): inside an op"),
+    M(enqueue_copy_device, "enqueue_copy_device(dst, src, nbytes=None, dst_offset=0, src_offset=0)"),
+    M(enqueue_memset, "enqueue_memset(dst, value, nbytes=None, offset=0)"),
+    M(enqueue_launch, "enqueue_launch(kernel, grid, block, args=(), shared_mem=0)"),
+    {"synchronize", (PyCFunction)stream_synchronize, METH_NOARGS,
+     "synchronize(): blocks until the stream's work is done (GIL released)"},
+    {"query", (PyCFunction)stream_query, METH_NOARGS,
+     "query() -> bool: the work enqueued so far is done"},
     {"destroy", res_close_method, METH_NOARGS,
      "destroy(): no new work; the stream goes once its pending work is done"},
     {"__cuda_stream__", (PyCFunction)stream_cuda_stream, METH_NOARGS,

@@ -183,10 +183,12 @@ def test_enqueue_outside_an_op(run: Runner, dev: uvcuda.Device,
 
     async def main() -> None:
         with pytest.raises(RuntimeError, match='inside an op'):
-            s.enqueue_memset(m, 0)
+            s.enqueue_copy_to_device(m, b'x')
+        with pytest.raises(RuntimeError, match='inside an op'):
+            s.enqueue_copy_from_device(bytearray(1), m)
 
         def wrong_stream() -> None:
-            other.enqueue_memset(m, 0)
+            other.enqueue_copy_from_device(bytearray(1), m)
         with pytest.raises(RuntimeError, match='inside an op'):
             await uvcuda.ready(s, wrong_stream)
 

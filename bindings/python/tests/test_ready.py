@@ -309,3 +309,24 @@ def test_copy_from_device_does_not_hold_the_loop(run: Runner, dev: uvcuda.Device
     run(main)
     assert opened_by == ['loop']
     assert dst == b'\x07' * 64
+
+
+def test_device_work_enqueued_outside_an_op(run: Runner, dev: uvcuda.Device,
+                                            kernels: Kernels, gate: Any) -> None:
+    """Launches, memsets and device copies may be enqueued anywhere (no host
+    memory to keep alive); an await on the stream covers them."""
+    s = dev.create_stream()
+    m = dev.alloc(4 * 64)
+
+    async def main() -> bytearray:
+        g = gate(s)
+        s.enqueue_memset(m, 0)
+        s.enqueue_launch(kernels.add, 1, 64, [m, 64, 2])
+        assert s.query() is False  # held by the gate
+        g.open()
+        await uvcuda.ready(s)
+        assert s.query() is True
+        s.enqueue_launch(kernels.add, 1, 64, [m, 64, 1])
+        s.synchronize()  # blocks this thread: a baseline, not for loops
+        return await s.copy_from_device(bytearray(4 * 64), m)
+    assert run(main) == struct.pack('64I', *([3] * 64))

@@ -220,7 +220,7 @@ def _hook_close(loop: asyncio.AbstractEventLoop) -> None:
 
     close._uvcuda_hook = True  # type: ignore[attr-defined]
     try:
-        loop.close = close  # type: ignore[method-assign]
+        loop.close = close  # type: ignore[assignment]
     except AttributeError:
         raise RuntimeError(
             f'uvcuda: cannot wrap close() of {type(loop).__name__} (its '
