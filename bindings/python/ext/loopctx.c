@@ -653,20 +653,39 @@ static PyObject *ctx_set_pump(ctxobj *c, PyObject *args) {
 
 /* run_nowait() -> int: one pass of the private loop; then
  * uv_backend_timeout in ms (0: run again soon, -1: wait for the fd). */
+/* The pending work of the private loop: 0 when it asks for another pass
+ * now (uvcuda's spin, a delivery), -1 when it waits for its fd. A loop
+ * with nothing ref'd reads 0 from uv_backend_timeout too. */
+static int priv_timeout(ctxobj *c) {
+  if (c->priv == NULL || !uv_loop_alive(c->priv)) return -1;
+  return uv_backend_timeout(c->priv);
+}
+
+/* Passes of the private loop, back to back, while uvcuda spins on a
+ * future and nothing was settled: an asyncio iteration between two spin
+ * passes costs tens of µs where uvloop's costs one, so the spin is run
+ * here, within uvcuda's spin budget (plus one pass), as libuv would run
+ * it; a settled await returns to asyncio at once. */
 static PyObject *ctx_run_nowait(ctxobj *c, PyObject *unused) {
+  uint64_t settled, until;
   int timeout;
   (void)unused;
   if (check_thread(c) != 0) return NULL;
   c->pump_due = 0;
   if (c->priv == NULL) return PyLong_FromLong(-1);
   Py_INCREF((PyObject *)c);
-  uv_run(c->priv, UV_RUN_NOWAIT); /* callbacks take the GIL we hold */
+  settled = c->resolved + c->rejected;
+  until = uv_hrtime() + uvcuda_loop_spin_budget_ns(&c->ul);
+  for (;;) {
+    uv_run(c->priv, UV_RUN_NOWAIT); /* callbacks take the GIL we hold */
+    timeout = priv_timeout(c);
+    if (timeout != 0 || !c->inited || c->resolved + c->rejected != settled ||
+        PyErr_Occurred() || uv_hrtime() >= until)
+      break;
+  }
   Py_DECREF((PyObject *)c);
   if (PyErr_Occurred()) return NULL;
-  if (c->priv == NULL) return PyLong_FromLong(-1);
-  /* A loop with nothing ref'd reads 0 here too: it waits for its fd. */
-  timeout = uv_loop_alive(c->priv) ? uv_backend_timeout(c->priv) : -1;
-  if (timeout == 0 && c->inited) kick(c); /* work due now: the spin */
+  if (timeout == 0 && c->inited) kick(c); /* work due now */
   return PyLong_FromLong(timeout);
 }
 
