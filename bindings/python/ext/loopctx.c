@@ -454,17 +454,21 @@ static int opt_int(PyObject *v, const char *what, long lo, long hi, int32_t *out
 
 static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"loop", "uv_loop", "completion", "spin_budget_us",
-                           "adaptive", "latency_histogram", "timing", NULL};
-  PyObject *loop, *cap = Py_None, *spin = Py_None, *adaptive = Py_None;
+                           "adaptive", "latency_histogram", "timing",
+                           "probe_interval_us", "reactor_spin_us",
+                           "reactor_yield_us", "reactor_sleep_max_us", NULL};
+  PyObject *loop, *cap = Py_None, *spin = Py_None, *adaptive = Py_None,
+           *probe = Py_None, *rspin = Py_None, *ryield = Py_None,
+           *rsleep = Py_None;
   const char *completion = NULL;
   int hist = 0, timing = 0, err;
   uvcuda_options_t opts;
   uv_loop_t *uv;
   ctxobj *c;
 
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$zOOpp", kwlist, &loop, &cap,
-                                   &completion, &spin, &adaptive, &hist,
-                                   &timing))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$zOOppOOOO", kwlist, &loop,
+                                   &cap, &completion, &spin, &adaptive, &hist,
+                                   &timing, &probe, &rspin, &ryield, &rsleep))
     return NULL;
   uvcuda_options_init(&opts);
   if (completion != NULL &&
@@ -475,7 +479,13 @@ static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
                  completion);
     return NULL;
   }
-  if (opt_int(spin, "spin_budget_us", 0, 1000000, &opts.spin_budget_us) != 0)
+  /* uvcuda's own ranges (docs/api.md, "Options"). */
+  if (opt_int(spin, "spin_budget_us", 0, 1000000, &opts.spin_budget_us) != 0 ||
+      opt_int(probe, "probe_interval_us", 50, 2000, &opts.probe_interval_us) != 0 ||
+      opt_int(rspin, "reactor_spin_us", 0, 1000000, &opts.reactor_spin_us) != 0 ||
+      opt_int(ryield, "reactor_yield_us", 0, 10000000, &opts.reactor_yield_us) != 0 ||
+      opt_int(rsleep, "reactor_sleep_max_us", 1, 100000,
+              &opts.reactor_sleep_max_us) != 0)
     return NULL;
   if (adaptive != Py_None) {
     int on = PyObject_IsTrue(adaptive);

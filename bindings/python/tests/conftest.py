@@ -60,14 +60,23 @@ def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
                 item.add_marker(skip)
 
 
+try:
+    import uvloop
+    HAVE_UVLOOP = True
+except ImportError:  # another interpreter than Debian's python3 (the GPU host)
+    HAVE_UVLOOP = False
+needs_uvloop = pytest.mark.skipif(not HAVE_UVLOOP, reason='no uvloop')
+
+
 def new_loop(kind: str) -> asyncio.AbstractEventLoop:
     if kind == 'uvloop':
-        import uvloop
+        if not HAVE_UVLOOP:
+            pytest.skip('no uvloop')
         return uvloop.new_event_loop()
     return asyncio.new_event_loop()
 
 
-LOOP_KINDS = ['asyncio', 'uvloop']
+LOOP_KINDS = ['asyncio', 'uvloop'] if HAVE_UVLOOP else ['asyncio']
 
 
 @pytest.fixture(params=LOOP_KINDS)

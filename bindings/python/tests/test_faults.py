@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_script
+from conftest import needs_uvloop, run_script
 
 pytestmark = pytest.mark.sim
 
@@ -28,7 +28,7 @@ def run(coro):
 '''
 
 
-@pytest.mark.parametrize('kind', ['asyncio', 'uvloop'])
+@pytest.mark.parametrize('kind', ['asyncio', pytest.param('uvloop', marks=needs_uvloop)])
 def test_fault_fails_every_pending_await_then_reset_recovers(kind: str) -> None:
     r = run_script(PRELUDE + '''
 async def main():

@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 import pytest
 
 import uvcuda
-from conftest import Kernels, Runner, new_loop, run_script
+from conftest import HAVE_UVLOOP, Kernels, Runner, needs_uvloop, new_loop, run_script
 
 
 async def settle(stream: Any) -> None:
@@ -27,7 +27,7 @@ def test_worker_threads_with_their_own_loops(dev: uvcuda.Device,
     results: Dict[int, Any] = {}
 
     def worker(i: int) -> None:
-        loop = new_loop('uvloop' if i % 2 else 'asyncio')
+        loop = new_loop('uvloop' if i % 2 and HAVE_UVLOOP else 'asyncio')
         s = dev.create_stream()
         m = dev.alloc(4 * 128)
 
@@ -53,7 +53,8 @@ def test_worker_threads_with_their_own_loops(dev: uvcuda.Device,
         assert not isinstance(results[i], BaseException), results[i]
         values, st = results[i]
         assert values == {50 * i}
-        assert st['awaited'] == 52 and st['embedded'] is (i % 2 == 0)
+        assert st['awaited'] == 52
+        assert st['embedded'] is (i % 2 == 0 or not HAVE_UVLOOP)
 
 
 def test_one_context_per_loop(run: Runner, dev: uvcuda.Device) -> None:
@@ -195,6 +196,7 @@ def test_loop_run_on_another_thread_later_is_refused(loop_kind: str,
 
 
 @pytest.mark.sim
+@needs_uvloop
 def test_uvloop_closed_behind_uvcudas_back() -> None:
     """uvloop's own close (bypassing the wrapper) while uvcuda's context is
     on its uv_loop_t: uvloop reports the handles it does not know and
@@ -225,6 +227,7 @@ print('OK')
 
 
 @pytest.mark.sim
+@needs_uvloop
 def test_uvloop_closed_behind_uvcudas_back_with_work_pending() -> None:
     r = run_script('''
 import asyncio, gc, os, uvloop, uvcuda
@@ -264,12 +267,19 @@ def test_attach_refuses_a_closed_loop_and_bad_modes(loop_kind: str) -> None:
         uvcuda.attach(loop, completion='fast')
     with pytest.raises(ValueError, match='spin_budget_us'):
         uvcuda.attach(loop, spin_budget_us=-1)
+    with pytest.raises(ValueError, match='probe_interval_us'):
+        uvcuda.attach(loop, probe_interval_us=10)
+    with pytest.raises(ValueError, match='reactor_sleep_max_us'):
+        uvcuda.attach(loop, reactor_sleep_max_us=0)
+    with pytest.raises(TypeError, match='reactor_spin_us'):
+        uvcuda.attach(loop, reactor_spin_us='5')  # type: ignore[arg-type]
     loop.close()
     with pytest.raises(RuntimeError, match='closed'):
         uvcuda.attach(loop)
 
 
 @pytest.mark.sim
+@needs_uvloop
 def test_uvloop_with_another_libuv_is_refused() -> None:
     """A uvloop whose libuv is not this extension's (PyPI's wheels bundle
     one): refused with a message, never run on. Modelled by a version
@@ -285,7 +295,7 @@ def test_uvloop_with_another_libuv_is_refused() -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize('kind', ['asyncio', 'uvloop'])
+@pytest.mark.parametrize('kind', ['asyncio', pytest.param('uvloop', marks=needs_uvloop)])
 def test_frees_never_hold_the_loop(kind: str) -> None:
     """cuMemFree and cuModuleUnload wait for every stream of the context:
     free(), unload() and the collector's deallocations leave that to the

@@ -8,7 +8,7 @@ from typing import Any, List
 import pytest
 
 import uvcuda
-from conftest import Kernels, Runner
+from conftest import Kernels, Runner, needs_uvloop
 
 
 def test_ready_resolves_none_without_op(run: Runner, dev: uvcuda.Device) -> None:
@@ -257,6 +257,7 @@ def test_attach_options(run: Runner, dev: uvcuda.Device) -> None:
     assert sum(st['latency_hist']) == 10
 
 
+@needs_uvloop
 def test_embedded_mode_on_uvloop(dev: uvcuda.Device) -> None:
     import uvloop
     loop = uvloop.new_event_loop()

@@ -13,6 +13,11 @@ No thread waits for the GPU: completion reaches the loop through uvcuda's
 reactor (one thread per process) or a CUDA host function. See
 docs/guide-python.md and bindings/python/README.md in uvcuda's repository.
 """
+import sys as _sys
+
+if _sys.version_info < (3, 11):  # the stable ABI module loads on 3.10 too
+    raise ImportError('uvcuda needs Python 3.11 or later')
+
 from ._uvcuda import (Device, DeviceMemory, Kernel, Module, Stream,
                       device_count, driver_info, err_name, strerror,
                       uv_version)

@@ -153,7 +153,11 @@ def attach(loop: Optional[asyncio.AbstractEventLoop] = None, *,
            spin_budget_us: Optional[int] = None,
            adaptive: Optional[bool] = None,
            latency_histogram: bool = False,
-           timing: bool = False) -> None:
+           timing: bool = False,
+           probe_interval_us: Optional[int] = None,
+           reactor_spin_us: Optional[int] = None,
+           reactor_yield_us: Optional[int] = None,
+           reactor_sleep_max_us: Optional[int] = None) -> None:
     """Makes ``loop``'s uvcuda context now, with options.
 
     ``loop`` defaults to the running loop. The calling thread becomes the
@@ -162,8 +166,14 @@ def attach(loop: Optional[asyncio.AbstractEventLoop] = None, *,
     default on uvloop) or ``'embedded'`` (a private libuv loop driven
     through ``add_reader``; the default elsewhere, and the way to use a
     uvloop built with its own libuv). The other options are uvcuda's
-    (docs/api.md, "Options"); ``None`` takes the default (the environment's
-    ``UVCUDA_COMPLETION``, ``UVCUDA_SPIN_BUDGET_US``, ``UVCUDA_ADAPTIVE``).
+    ``uvcuda_options_t`` (docs/api.md, "Options"): ``completion``
+    (``'auto'``, ``'reactor'``, ``'hostfn'``, ``'hostfn-spin'``,
+    ``'hostfn-block'``, ``'poll'``), ``spin_budget_us`` (0..1000000),
+    ``adaptive``, ``latency_histogram`` (``stats()['latency_hist']``),
+    ``timing``, ``probe_interval_us`` (50..2000), ``reactor_spin_us``,
+    ``reactor_yield_us``, ``reactor_sleep_max_us``; ``None`` takes the
+    default (the environment's ``UVCUDA_COMPLETION``,
+    ``UVCUDA_SPIN_BUDGET_US``, ``UVCUDA_ADAPTIVE``, else uvcuda's).
     Raises ``RuntimeError`` if the loop has a context already or is closed.
     """
     if loop is None:
@@ -173,7 +183,11 @@ def attach(loop: Optional[asyncio.AbstractEventLoop] = None, *,
             raise RuntimeError('uvcuda: this loop has a uvcuda context already')
         _attach_locked(loop, mode, completion=completion,
                        spin_budget_us=spin_budget_us, adaptive=adaptive,
-                       latency_histogram=latency_histogram, timing=timing)
+                       latency_histogram=latency_histogram, timing=timing,
+                       probe_interval_us=probe_interval_us,
+                       reactor_spin_us=reactor_spin_us,
+                       reactor_yield_us=reactor_yield_us,
+                       reactor_sleep_max_us=reactor_sleep_max_us)
 
 
 def _attach_locked(loop: asyncio.AbstractEventLoop, mode: Optional[str],

@@ -126,7 +126,11 @@ class LoopContext:
                 spin_budget_us: Optional[int] = ...,
                 adaptive: Optional[bool] = ...,
                 latency_histogram: bool = ...,
-                timing: bool = ...) -> 'LoopContext': ...
+                timing: bool = ...,
+                probe_interval_us: Optional[int] = ...,
+                reactor_spin_us: Optional[int] = ...,
+                reactor_yield_us: Optional[int] = ...,
+                reactor_sleep_max_us: Optional[int] = ...) -> 'LoopContext': ...
     def start(self, stream: object, op: Optional[Callable[[], Any]],
               future: object, device: int) -> Pending: ...
     def set_pump(self, call_soon: Callable[..., Any],
