@@ -68,7 +68,7 @@ class TorchWork:
     name = 'torch'
 
     def __init__(self, kernel_us: float, nstreams: int) -> None:
-        import torch
+        import torch  # type: ignore[import]
         self.torch = torch
         self.streams = [torch.cuda.Stream() for _ in range(nstreams)]
         self.cycles = self.calibrate(kernel_us)

@@ -51,8 +51,11 @@ async def measure(work: Any, kernel_us: float, n: int, mode: Optional[str]) -> D
     cases: List[Tuple[str, Optional[Callable[[], Any]]]] = [('idle stream', None)]
     if work.name == 'ptx':
         s = work.streams[0]
-        cases += [(f'kernel {k:g} µs', (lambda k=k: s.enqueue_launch(
-            work.kernel, 1, 1, [int(k * 1000)]))) for k in (10, kernel_us)]
+        def ptx_op(us: float) -> Callable[[], Any]:
+            def op() -> None:
+                s.enqueue_launch(work.kernel, 1, 1, [int(us * 1000)])
+            return op
+        cases += [(f'kernel {k:g} µs', ptx_op(k)) for k in (10, kernel_us)]
         stream: Any = s
     else:
         torch = work.torch

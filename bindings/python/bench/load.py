@@ -28,7 +28,7 @@ def bucket(us: float) -> int:
 
 def bucket_value(i: int) -> float:
     """The upper edge of bucket i (µs)."""
-    return 2.0 ** ((i + 1) / BUCKETS_PER_OCTAVE)
+    return float(2.0 ** ((i + 1) / BUCKETS_PER_OCTAVE))
 
 
 def percentile(hist: Dict[int, int], q: float) -> float:

@@ -107,12 +107,16 @@ async def main(args: argparse.Namespace) -> None:
         uvcuda.attach()  # made before the first request, not during it
     server = await loop.create_server(lambda: Http(state, args.variant, work),
                                       '127.0.0.1', args.port, backlog=1024)
-    loop.add_signal_handler(signal.SIGTERM, lambda: state.stop.done() or
-                            state.stop.set_result(None))
+    stop = state.stop
+
+    def on_term() -> None:
+        if not stop.done():
+            stop.set_result(None)
+    loop.add_signal_handler(signal.SIGTERM, on_term)
     tick = asyncio.ensure_future(ticker(state))
     port = server.sockets[0].getsockname()[1]
     print(f'READY {port}', flush=True)
-    await state.stop
+    await stop
     tick.cancel()
     server.close()
     await server.wait_closed()
