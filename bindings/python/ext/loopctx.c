@@ -562,6 +562,7 @@ static PyObject *ctx_start(ctxobj *c, PyObject *args) {
   struct dev *d = NULL;
   struct req *rq, *outer;
   pendobj *p;
+  PyObject *etype = NULL, *evalue = NULL, *etb = NULL;
 
   if (!PyArg_ParseTuple(args, "OOOi", &stream_obj, &op, &fut, &device))
     return NULL;
@@ -610,7 +611,13 @@ static PyObject *ctx_start(ctxobj *c, PyObject *args) {
   rq->waits = 1;
   if (ours != NULL) res_use(&ours->h);
 
+  /* A device this module knows: no start while it is being reset. */
+  if (d != NULL && dev_enter(d) != 0) {
+    err = 0;
+    goto undo;
+  }
   if (cuctx != NULL && (r = ctx_push(cuctx, &prev)) != CUDA_SUCCESS) {
+    if (d != NULL) dev_leave(d);
     err = UVCUDA_ECUDA(r);
     goto undo;
   }
@@ -620,6 +627,7 @@ static PyObject *ctx_start(ctxobj *c, PyObject *args) {
                             rq->op != NULL ? op_cb : NULL, on_done);
   cur_req = outer;
   if (cuctx != NULL) ctx_pop(cuctx, prev);
+  if (d != NULL) dev_leave(d);
   if (err != 0) goto undo;
   rq->active = 1;
   c->awaited++;
@@ -629,6 +637,7 @@ static PyObject *ctx_start(ctxobj *c, PyObject *args) {
   return (PyObject *)p;
 
 undo: /* misuse: no callback comes */
+  if (err == 0) PyErr_Fetch(&etype, &evalue, &etb); /* raised: kept aside */
   p->req = NULL;
   rq->pend = NULL;
   rq->waits = 0;
@@ -646,6 +655,10 @@ undo: /* misuse: no callback comes */
     Py_XDECREF(res);
     Py_XDECREF(ex);
     Py_XDECREF(keep);
+  }
+  if (err == 0) {
+    PyErr_Restore(etype, evalue, etb);
+    return NULL;
   }
   return raise_uv(err, "uvcuda_future_start");
 }

@@ -1082,8 +1082,14 @@ int stream_resolve(PyObject *o, CUstream *h, stream_t **ours, int *dev_hint) {
   if (PyLong_Check(o)) {
     hv = Py_NewRef(o);
   } else if (PyObject_HasAttrString(o, "__cuda_stream__")) {
-    v = PyObject_CallMethod(o, "__cuda_stream__", NULL);
-    if (v == NULL) return -1;
+    /* The CUDA stream protocol: a method returning (version, handle); an
+     * early form of it was a property. */
+    if ((v = PyObject_GetAttrString(o, "__cuda_stream__")) == NULL) return -1;
+    if (PyCallable_Check(v)) {
+      PyObject *t = PyObject_CallNoArgs(v);
+      Py_DECREF(v);
+      if ((v = t) == NULL) return -1;
+    }
     if (!PyTuple_Check(v) || PyTuple_Size(v) != 2) {
       Py_DECREF(v);
       PyErr_SetString(PyExc_TypeError,

@@ -109,18 +109,25 @@ async def main():
     while sim.simcuda_held_calls(b'cuDevicePrimaryCtxReset') == 0:
         await asyncio.sleep(0.001)
     for call in (lambda: dev.alloc(64), lambda: dev.create_stream(),
-                 lambda: dev.load_module(ptx), lambda: uvcuda.health(0)):
+                 lambda: dev.load_module(ptx), lambda: uvcuda.health(0),
+                 lambda: uvcuda.ready(s), lambda: uvcuda.ready(0, device=0),
+                 lambda: s.memset(m, 1)):
         try:
             call()
         except RuntimeError as e:
             assert 'being reset' in str(e), e
         else:
             raise AssertionError('accepted during a reset')
-    # An await's op that enqueues on the device fails the same way.
+    # An op given a foreign stream handle of the device, which this module
+    # can't tell: what it enqueues on the device is refused the same way.
+    def op():
+        s.enqueue_memset(m, 1)
     try:
-        await s.memset(m, 1)
-    except (RuntimeError, uvcuda.CudaError) as e:
+        await uvcuda.ready(s.handle, op)
+    except RuntimeError as e:
         print('during reset:', type(e).__name__, e)
+    except uvcuda.CudaError as e:
+        print('during reset (driver):', e)
     sim.simcuda_hold_calls(b'cuDevicePrimaryCtxReset', 0)
     await task
     assert uvcuda.health() == 'healthy'
