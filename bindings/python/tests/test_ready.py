@@ -153,9 +153,14 @@ def test_stream_like_objects(run: Runner, dev: uvcuda.Device) -> None:
         def __cuda_stream__(self) -> Any:
             return (0, s.handle)
 
+    class ProtocolProperty:  # the protocol's early form: a property
+        @property
+        def __cuda_stream__(self) -> Any:
+            return (0, s.handle)
+
     async def main() -> None:
         for obj in (s, s.handle, Torchish(), Cupyish(), CudaPythonish(),
-                    Protocolish()):
+                    Protocolish(), ProtocolProperty()):
             assert await uvcuda.ready(obj, lambda: 1) == 1  # type: ignore[arg-type]
         assert await s.ready() is None
         assert s.__cuda_stream__() == (0, s.handle)
