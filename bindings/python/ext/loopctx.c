@@ -249,8 +249,15 @@ static void settle(ctxobj *c, PyObject *fut, PyObject *result, PyObject *exc,
     return;
   }
 fail:
-  if (loop_is_closed(c)) PyErr_Clear(); /* closed behind our back */
-  else PyErr_WriteUnraisable(fut);
+  if (loop_is_closed(c)) { /* closed behind our back */
+    PyErr_Clear();
+    return;
+  }
+  PyErr_WriteUnraisable(fut);
+  /* Nobody may wait for it forever: cancelled instead. */
+  if ((ret = PyObject_CallMethodObjArgs(fut, s_cancel, NULL)) == NULL)
+    PyErr_WriteUnraisable(fut);
+  Py_XDECREF(ret);
 }
 
 /* Every completion of await r is in: settle its future, let go of what it
@@ -336,6 +343,19 @@ static int op_cb(uvcuda_future_t *f, uvcuda_stream_t s) {
   if (value != NULL && tb != NULL) PyException_SetTraceback(value, tb);
   Py_XDECREF(type);
   Py_XDECREF(tb);
+  /* asyncio refuses StopIteration as a future's exception (it would end
+   * the awaiting generator): a RuntimeError from it, as a Task makes. */
+  if (value != NULL && PyErr_GivenExceptionMatches(value, PyExc_StopIteration)) {
+    PyObject *e = PyObject_CallFunction(PyExc_RuntimeError, "s",
+                                        "an op raised StopIteration");
+    if (e != NULL) {
+      PyException_SetCause(e, value); /* steals value */
+      PyException_SetContext(e, Py_NewRef(value));
+      value = e;
+    } else {
+      PyErr_Clear();
+    }
+  }
   r->exc = value != NULL ? value : Py_NewRef(PyExc_RuntimeError);
   r->op_failed = 1;
   return UVCUDA_EINVAL;

@@ -336,3 +336,20 @@ def test_device_work_enqueued_outside_an_op(run: Runner, dev: uvcuda.Device,
         s.synchronize()  # blocks this thread: a baseline, not for loops
         return await s.copy_from_device(bytearray(4 * 64), m)
     assert run(main) == struct.pack('64I', *([3] * 64))
+
+
+def test_op_raising_stopiteration(run: Runner, dev: uvcuda.Device) -> None:
+    """asyncio refuses StopIteration as a future's exception (it would end
+    the awaiting generator): it comes as a RuntimeError from it, as a
+    Task's does, and the await still settles."""
+    s = dev.create_stream()
+
+    def op() -> None:
+        raise StopIteration('inside the op')
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError) as info:
+            await uvcuda.ready(s, op)
+        assert isinstance(info.value.__cause__, StopIteration)
+        assert uvcuda.stats()['pending'] == 0
+    run(main)
