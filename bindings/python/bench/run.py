@@ -5,8 +5,9 @@ processes (load.py).
     python3 run.py [--backend ptx|torch] [--quick] [--out DIR]
 
 For each variant: /gpu under closed-loop load (--gpu-procs processes of
---gpu-connections connections) while /plain gets --plain-rate requests/s
-(open loop). Before them, /plain alone at the same rate (its p99 alone).
+--gpu-connections connections; by default 128 requests in flight over 64
+streams, so that neither the GPU nor the load generator is what limits a
+variant) while /plain gets --plain-rate requests/s (open loop). Before them, /plain alone at the same rate (its p99 alone).
 Reports per variant: GPU req/s, p50/p99 of both routes, server CPU per
 request (getrusage of the server process, every thread), event-loop lag
 (a 1 ms ticker: how late it woke; p50/p99/max), errors. The default run
@@ -135,9 +136,9 @@ def main() -> int:
     ap.add_argument('--variants', default='uvcuda,executor,poll')
     ap.add_argument('--loop', choices=['asyncio', 'uvloop'], default='asyncio')
     ap.add_argument('--kernel-us', type=float, default=1000.0)
-    ap.add_argument('--streams', type=int, default=16)
+    ap.add_argument('--streams', type=int, default=64)
     ap.add_argument('--gpu-procs', type=int, default=2)
-    ap.add_argument('--gpu-connections', type=int, default=32)
+    ap.add_argument('--gpu-connections', type=int, default=64)
     ap.add_argument('--plain-connections', type=int, default=4)
     ap.add_argument('--plain-rate', type=float, default=500.0)
     ap.add_argument('--warmup', type=float, default=3.0)
@@ -167,8 +168,10 @@ def main() -> int:
                   f'{args.gpu_procs}x{args.gpu_connections} closed-loop '
                   f'connections; /plain: {args.plain_rate:g} req/s over '
                   f'{args.plain_connections} connections; {args.warmup:g} s '
-                  f'warm-up, {args.duration:g} s measured; python '
-                  f'{sys.version.split()[0]}, uvcuda {uvcuda.__version__}')
+                  f'warm-up, {args.duration:g} s measured; executor: asyncio\'s '
+                  f'default, {min(32, (os.cpu_count() or 1) + 4)} threads; '
+                  f'{os.cpu_count()} CPUs; python {sys.version.split()[0]}, '
+                  f'uvcuda {uvcuda.__version__}')
 
     results: Dict[str, Any] = {'header': header, 'variants': {}}
     alone: Optional[Dict[str, Any]] = None
