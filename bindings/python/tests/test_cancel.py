@@ -162,24 +162,35 @@ def test_cancel_after_completion_is_a_no_op(run: Runner, dev: uvcuda.Device) -> 
 def test_stream_destroy_waits_for_cancelled_work(
         run: Runner, dev: uvcuda.Device, sim: Any, gate: Any) -> None:
     s = dev.create_stream()
-    live = sim.lib.simcuda_live_streams()
+    destroys: List[int] = []
+
+    def count() -> int:
+        return int(sim.lib.simcuda_call_count(b'cuStreamDestroy'))
 
     async def main() -> None:
         g = gate(s)
         fut = s.ready(lambda: None)
         fut.cancel()
+        destroys.append(count())
         s.destroy()
         assert s.destroyed
         with pytest.raises(ValueError, match='destroyed'):
             uvcuda.ready(s)
         await asyncio.sleep(0)
         assert s.pending > 0  # the drain holds it: not destroyed in CUDA yet
-        assert sim.lib.simcuda_live_streams() == live
+        destroys.append(count())
         g.open()
         while s.pending:
             await asyncio.sleep(0)
-    run(main)
+        destroys.append(count())
+    gc.collect()
+    gc.disable()  # no other test's stream is collected meanwhile
+    try:
+        run(main)
+    finally:
+        gc.enable()
     assert s.pending == 0
+    assert destroys[1] == destroys[0] and destroys[2] == destroys[0] + 1
 
 
 def test_cancel_many_with_timeouts(run: Runner, dev: uvcuda.Device,
