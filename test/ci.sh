@@ -98,6 +98,20 @@ if [ -f "$py_sim" ]; then
   (cd bindings/python && UVCUDA_LIBCUDA="$py_sim" "$pyci/venv-wheel/bin/python" -m pytest \
     -q -p no:cacheprovider -o faulthandler_timeout=300 tests)
   (cd bindings/python/bench && UVCUDA_LIBCUDA="$py_sim" "$pyci/venv-wheel/bin/python" run.py --quick)
+  if [ "${UVCUDA_CI_SANITIZE:-1}" = 1 ]; then
+    # The extension under ASan+UBSan (CPython itself is not instrumented:
+    # the runtimes are preloaded, leak detection off; tracemalloc-based leak
+    # tests run in the suite).
+    meson setup "$pyci/asan" bindings/python -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dbuildtype=debug >/dev/null
+    meson compile -C "$pyci/asan" >/dev/null
+    mkdir -p "$pyci/asan-site/uvcuda"
+    cp bindings/python/src/uvcuda/* "$pyci/asan/"_uvcuda*.so "$pyci/asan-site/uvcuda/"
+    (cd bindings/python && LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)" \
+      ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      PYTHONPATH="$pyci/asan-site" UVCUDA_LIBCUDA="$py_sim" /usr/bin/python3 -m pytest \
+      -q -p no:cacheprovider -o faulthandler_timeout=600 tests)
+  fi
 else
   echo "python: no simulated driver in $build (CUDA Toolkit headers missing): tests skipped"
 fi
