@@ -80,6 +80,19 @@ def test_closed_objects(run: Runner, dev: uvcuda.Device, kernels: Kernels,
     run(main)
 
 
+def test_weak_references(dev: uvcuda.Device, ptx: str) -> None:
+    import gc
+    import weakref
+    mod = dev.load_module(ptx)
+    objs = [dev.alloc(8), dev.create_stream(), mod,
+            mod.function('uvcuda_sleep_ns', ['u64'])]
+    refs = [weakref.ref(o) for o in objs]
+    assert all(r() is not None for r in refs)
+    del objs, mod
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
 def test_construction(dev: uvcuda.Device) -> None:
     assert uvcuda.Device(0) is dev  # one per ordinal
     assert uvcuda.Device() is dev
