@@ -108,7 +108,8 @@ void bounce_put(struct bounce *b) {
 }
 
 void bounce_stats(struct dev *d, size_t *bytes, size_t *in_use) {
-  struct pool *p = pools != NULL && d->ordinal < npools ? &pools[d->ordinal] : NULL;
+  struct pool *p =
+      pools != NULL && d->ordinal < npools ? &pools[d->ordinal] : NULL;
   *bytes = p != NULL ? p->bytes : 0;
   *in_use = p != NULL ? p->in_use : 0;
 }

@@ -18,8 +18,10 @@ int dev_count(void) {
   if (ndevs >= 0) return ndevs;
   if (need_driver() != 0) return -1;
   r = cu.cuDeviceGetCount(&n);
-  if (r == CUDA_ERROR_NO_DEVICE) n = 0;
-  else if (r != CUDA_SUCCESS) return (raise_cu(r, "cuDeviceGetCount"), -1);
+  if (r == CUDA_ERROR_NO_DEVICE)
+    n = 0;
+  else if (r != CUDA_SUCCESS)
+    return (raise_cu(r, "cuDeviceGetCount"), -1);
   if (n > 0 && (devs = calloc((size_t)n, sizeof(*devs))) == NULL) {
     PyErr_NoMemory();
     return -1;
@@ -51,12 +53,13 @@ struct dev *dev_open(int ordinal) {
     d->ctx = NULL;
     return (raise_cu(r, "cuDevicePrimaryCtxRetain"), NULL);
   }
-  if (cu.cuDeviceGetName(d->name, sizeof(d->name) - 1, d->cudev) != CUDA_SUCCESS)
+  if (cu.cuDeviceGetName(d->name, sizeof(d->name) - 1, d->cudev) !=
+      CUDA_SUCCESS)
     strcpy(d->name, "?");
-  cu.cuDeviceGetAttribute(&d->cc_major,
-                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->cudev);
-  cu.cuDeviceGetAttribute(&d->cc_minor,
-                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->cudev);
+  cu.cuDeviceGetAttribute(
+      &d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->cudev);
+  cu.cuDeviceGetAttribute(
+      &d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->cudev);
   return d;
 }
 
@@ -118,16 +121,14 @@ PyObject *py_device_reset(PyObject *mod, PyObject *arg) {
   (void)mod;
   if (arg_ordinal(arg, &ordinal) != 0 || (d = dev_open(ordinal)) == NULL)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  pthread_rwlock_wrlock(&d->rw);
+  Py_BEGIN_ALLOW_THREADS pthread_rwlock_wrlock(&d->rw);
   err = uvcuda_device_reset(ordinal);
   if (reached_driver(err)) __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
   pthread_rwlock_unlock(&d->rw);
-  Py_END_ALLOW_THREADS
-  if (err != 0)
-    return raise_uv(err, uvcuda_cuda_result(err) != 0
-                             ? "the driver keeps the fault: restart the process"
-                             : NULL);
+  Py_END_ALLOW_THREADS if (err != 0) return raise_uv(
+      err, uvcuda_cuda_result(err) != 0
+               ? "the driver keeps the fault: restart the process"
+               : NULL);
   Py_RETURN_NONE;
 }
 
@@ -141,6 +142,7 @@ PyObject *py_health(PyObject *mod, PyObject *arg) {
   err = uvcuda_context_health((uvcuda_context_t)d->ctx);
   dev_leave(d);
   if (err == 0) return PyUnicode_FromString("healthy");
-  if (uvcuda_cuda_result(err) == 0) return raise_uv(err, "uvcuda_context_health");
+  if (uvcuda_cuda_result(err) == 0)
+    return raise_uv(err, "uvcuda_context_health");
   return PyUnicode_FromString(uvcuda_err_name(err));
 }

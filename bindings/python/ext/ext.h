@@ -35,10 +35,10 @@
 
 /* ---- module.c ---- */
 
-extern drvtab_t cu;            /* valid once need_driver() returned 0 */
-extern PyObject *error_class;  /* uvcuda.CudaError (set by the package) */
-extern PyObject *ready_func;   /* uvcuda.ready */
-extern PyObject *reset_func;   /* uvcuda.reset */
+extern drvtab_t cu;           /* valid once need_driver() returned 0 */
+extern PyObject *error_class; /* uvcuda.CudaError (set by the package) */
+extern PyObject *ready_func;  /* uvcuda.ready */
+extern PyObject *reset_func;  /* uvcuda.reset */
 
 /* Loads the driver and resolves the table once; 0, or -1 with a CudaError
  * set (UVCUDA_ENODRIVER, ...). */
@@ -64,7 +64,7 @@ struct dev {
   pthread_rwlock_t rw; /* read: a driver call on its objects; write: reset */
   int cc_major, cc_minor;
   char name[256];
-  PyObject *obj;       /* its Device object, once made (strong) */
+  PyObject *obj; /* its Device object, once made (strong) */
 };
 
 int dev_count(void); /* -1 with the exception set */
@@ -94,7 +94,7 @@ typedef struct res {
   int kind;
   int uses;
   int closed;
-  int gone;      /* the CUDA object is destroyed (or went with a reset) */
+  int gone; /* the CUDA object is destroyed (or went with a reset) */
   uint64_t gen;
   struct dev *dev;
 } res_t;

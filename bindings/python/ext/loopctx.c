@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "queue.h" /* uvcuda's lib/queue.h: its one list type */
+
 #define IDLE_MAX 256
 
 _Thread_local struct req *cur_req;
@@ -48,10 +50,10 @@ typedef struct pendobj {
 struct req {
   uvcuda_future_t fut; /* fut.data == this */
   struct ctxobj *ctx;
-  struct req *prev, *next; /* ctx->live or ctx->idle */
-  struct req *parent;      /* a drain: the await it drains for */
-  pendobj *pend;           /* an await: its Pending, until settled */
-  PyObject *fut_py;        /* an await: the asyncio future, until settled */
+  struct uvcuda__queue node; /* on ctx->live or ctx->idle */
+  struct req *parent;        /* a drain: the await it drains for */
+  pendobj *pend;             /* an await: its Pending, until settled */
+  PyObject *fut_py;          /* an await: the asyncio future, until settled */
   PyObject *op, *stream_obj, *result, *exc, *keep;
   CUstream stream;
   CUcontext cuctx; /* a default-stream handle: the context to make current */
@@ -63,15 +65,16 @@ struct req {
 typedef struct ctxobj {
   PyObject_HEAD
   uvcuda_loop_t ul;
-  uv_loop_t *uv;    /* the loop uvcuda runs on */
-  uv_loop_t *priv;  /* ours (embedded), else NULL */
+  uv_loop_t *uv;   /* the loop uvcuda runs on */
+  uv_loop_t *priv; /* ours (embedded), else NULL */
   unsigned long thread;
-  int inited;       /* uvcuda_loop_init done, its close_cb not yet run */
-  int closing;      /* shutdown() began */
-  int closed;       /* the loop context's close_cb ran */
-  int pump_due;     /* embedded: a pump is scheduled */
+  int inited;   /* uvcuda_loop_init done, its close_cb not yet run */
+  int closing;  /* shutdown() began */
+  int closed;   /* the loop context's close_cb ran */
+  int pump_due; /* embedded: a pump is scheduled */
   int nidle, nfut, nlive;
-  struct req live, idle; /* list heads */
+  struct uvcuda__queue live; /* requests in use, or closing */
+  struct uvcuda__queue idle; /* IDLE futures for reuse */
   PyObject *loop;
   PyObject *call_soon, *pump; /* embedded: loop.call_soon and the pump */
   PyObject *on_closed;
@@ -90,23 +93,6 @@ int req_keep(struct req *r, PyObject *obj) {
   return PyList_Append(r->keep, obj);
 }
 
-/* ---- lists ------------------------------------------------------------- */
-
-static void list_init(struct req *h) { h->next = h->prev = h; }
-
-static void list_remove(struct req *r) {
-  r->prev->next = r->next;
-  r->next->prev = r->prev;
-  r->next = r->prev = r;
-}
-
-static void list_add(struct req *h, struct req *r) {
-  r->prev = h->prev;
-  r->next = h;
-  h->prev->next = r;
-  h->prev = r;
-}
-
 /* ---- requests ---------------------------------------------------------- */
 
 static void on_done(uvcuda_future_t *f, int status);
@@ -117,9 +103,9 @@ static void loop_close(ctxobj *c);
 static struct req *req_get(ctxobj *c) {
   struct req *r;
   int err;
-  if (c->idle.next != &c->idle) {
-    r = c->idle.next;
-    list_remove(r);
+  if (!uvcuda__queue_empty(&c->idle)) {
+    r = uvcuda__queue_data(uvcuda__queue_head(&c->idle), struct req, node);
+    uvcuda__queue_remove(&r->node);
     c->nidle--;
   } else {
     if ((r = calloc(1, sizeof(*r))) == NULL) {
@@ -128,6 +114,7 @@ static struct req *req_get(ctxobj *c) {
     }
     r->ctx = c;
     r->fut.data = r;
+    uvcuda__queue_init(&r->node);
     if ((err = uvcuda_future_init(&c->ul, &r->fut)) != 0) {
       free(r);
       raise_uv(err, "uvcuda_future_init");
@@ -135,13 +122,13 @@ static struct req *req_get(ctxobj *c) {
     }
     c->nfut++;
   }
-  list_add(&c->live, r);
+  uvcuda__queue_insert_tail(&c->live, &r->node);
   c->nlive++;
   return r;
 }
 
 static void req_free(struct req *r) {
-  list_remove(r);
+  uvcuda__queue_remove(&r->node);
   r->ctx->nlive--;
   free(r);
 }
@@ -155,14 +142,14 @@ static void req_recycle(struct req *r) {
     return;
   }
   if (!c->closing && c->nidle < IDLE_MAX) {
-    list_remove(r);
+    uvcuda__queue_remove(&r->node);
     c->nlive--;
     r->parent = NULL;
     r->pend = NULL;
     r->cuctx = NULL;
     r->waits = r->status = r->drain_status = 0;
     r->is_drain = r->active = r->op_failed = r->done = 0;
-    list_add(&c->idle, r);
+    uvcuda__queue_insert_tail(&c->idle, &r->node);
     c->nidle++;
     return;
   }
@@ -174,8 +161,8 @@ static void req_recycle(struct req *r) {
 static void sync_wait(struct req *r) {
   CUcontext prev = NULL;
   int pushed;
-  Py_BEGIN_ALLOW_THREADS
-  pushed = r->cuctx != NULL && ctx_push(r->cuctx, &prev) == CUDA_SUCCESS;
+  Py_BEGIN_ALLOW_THREADS pushed =
+      r->cuctx != NULL && ctx_push(r->cuctx, &prev) == CUDA_SUCCESS;
   cu.cuStreamSynchronize(r->stream); /* an error: done too */
   if (pushed) ctx_pop(r->cuctx, prev);
   Py_END_ALLOW_THREADS
@@ -282,7 +269,8 @@ static void finalize(struct req *r) {
     if (op != NULL) op_finish(op);
     if (keep != NULL) {
       Py_ssize_t i;
-      for (i = 0; i < PyList_Size(keep); i++) op_finish(PyList_GetItem(keep, i));
+      for (i = 0; i < PyList_Size(keep); i++)
+        op_finish(PyList_GetItem(keep, i));
     }
   }
   if (fut != NULL) {
@@ -304,7 +292,8 @@ static void on_done(uvcuda_future_t *f, int status) {
   struct req *r = f->data, *p;
   ctxobj *c = r->ctx;
   PyGILState_STATE g = PyGILState_Ensure();
-  Py_INCREF((PyObject *)c); /* what runs below may let go of the last reference */
+  Py_INCREF(
+      (PyObject *)c); /* what runs below may let go of the last reference */
   r->active = 0;
   r->status = status;
   if (r->is_drain) {
@@ -345,7 +334,8 @@ static int op_cb(uvcuda_future_t *f, uvcuda_stream_t s) {
   Py_XDECREF(tb);
   /* asyncio refuses StopIteration as a future's exception (it would end
    * the awaiting generator): a RuntimeError from it, as a Task makes. */
-  if (value != NULL && PyErr_GivenExceptionMatches(value, PyExc_StopIteration)) {
+  if (value != NULL &&
+      PyErr_GivenExceptionMatches(value, PyExc_StopIteration)) {
     PyObject *e = PyObject_CallFunction(PyExc_RuntimeError, "s",
                                         "an op raised StopIteration");
     if (e != NULL) {
@@ -374,8 +364,10 @@ static void kick(ctxobj *c) {
     return;
   }
   c->pump_due = 0;
-  if (loop_is_closed(c)) PyErr_Clear();
-  else PyErr_WriteUnraisable(c->pump);
+  if (loop_is_closed(c))
+    PyErr_Clear();
+  else
+    PyErr_WriteUnraisable(c->pump);
 }
 
 /* ---- Pending ------------------------------------------------------------- */
@@ -454,7 +446,8 @@ static int check_open(ctxobj *c) {
   return 0;
 }
 
-static int opt_int(PyObject *v, const char *what, long lo, long hi, int32_t *out) {
+static int opt_int(PyObject *v, const char *what, long lo, long hi,
+                   int32_t *out) {
   long x;
   if (v == Py_None) return 0;
   if (PyBool_Check(v) || !PyLong_Check(v)) {
@@ -473,13 +466,21 @@ static int opt_int(PyObject *v, const char *what, long lo, long hi, int32_t *out
 }
 
 static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"loop", "uv_loop", "completion", "spin_budget_us",
-                           "adaptive", "latency_histogram", "timing",
-                           "probe_interval_us", "reactor_spin_us",
-                           "reactor_yield_us", "reactor_sleep_max_us", NULL};
+  static char *kwlist[] = {"loop",
+                           "uv_loop",
+                           "completion",
+                           "spin_budget_us",
+                           "adaptive",
+                           "latency_histogram",
+                           "timing",
+                           "probe_interval_us",
+                           "reactor_spin_us",
+                           "reactor_yield_us",
+                           "reactor_sleep_max_us",
+                           NULL};
   PyObject *loop, *cap = Py_None, *spin = Py_None, *adaptive = Py_None,
-           *probe = Py_None, *rspin = Py_None, *ryield = Py_None,
-           *rsleep = Py_None;
+                  *probe = Py_None, *rspin = Py_None, *ryield = Py_None,
+                  *rsleep = Py_None;
   const char *completion = NULL;
   int hist = 0, timing = 0, err;
   uvcuda_options_t opts;
@@ -501,9 +502,12 @@ static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   }
   /* uvcuda's own ranges (docs/api.md, "Options"). */
   if (opt_int(spin, "spin_budget_us", 0, 1000000, &opts.spin_budget_us) != 0 ||
-      opt_int(probe, "probe_interval_us", 50, 2000, &opts.probe_interval_us) != 0 ||
-      opt_int(rspin, "reactor_spin_us", 0, 1000000, &opts.reactor_spin_us) != 0 ||
-      opt_int(ryield, "reactor_yield_us", 0, 10000000, &opts.reactor_yield_us) != 0 ||
+      opt_int(probe, "probe_interval_us", 50, 2000, &opts.probe_interval_us) !=
+          0 ||
+      opt_int(rspin, "reactor_spin_us", 0, 1000000, &opts.reactor_spin_us) !=
+          0 ||
+      opt_int(ryield, "reactor_yield_us", 0, 10000000,
+              &opts.reactor_yield_us) != 0 ||
       opt_int(rsleep, "reactor_sleep_max_us", 1, 100000,
               &opts.reactor_sleep_max_us) != 0)
     return NULL;
@@ -537,8 +541,8 @@ static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   c->priv = cap == Py_None ? uv : NULL;
   c->thread = PyThread_get_thread_ident();
   c->loop = Py_NewRef(loop);
-  list_init(&c->live);
-  list_init(&c->idle);
+  uvcuda__queue_init(&c->live);
+  uvcuda__queue_init(&c->idle);
   if ((err = uvcuda_loop_init(uv, &c->ul, &opts)) != 0) {
     c->priv = NULL; /* closed below */
     Py_DECREF((PyObject *)c);
@@ -546,7 +550,9 @@ static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
     goto fail_quiet;
   }
   c->inited = 1;
-  Py_INCREF((PyObject *)c); /* uvcuda points at c->ul until the loop context's close_cb */
+  Py_INCREF(
+      (PyObject *)
+          c); /* uvcuda points at c->ul until the loop context's close_cb */
   return (PyObject *)c;
 
 fail:
@@ -665,7 +671,8 @@ undo: /* misuse: no callback comes */
   {
     PyObject *o = rq->op, *so = rq->stream_obj, *fu = rq->fut_py,
              *res = rq->result, *ex = rq->exc, *keep = rq->keep;
-    rq->op = rq->stream_obj = rq->fut_py = rq->result = rq->exc = rq->keep = NULL;
+    rq->op = rq->stream_obj = rq->fut_py = rq->result = rq->exc = rq->keep =
+        NULL;
     req_recycle(rq);
     if (ours != NULL) res_unuse(&ours->h);
     if (keep != NULL) res_unuse_list(keep);
@@ -772,7 +779,8 @@ static void loop_close(ctxobj *c) {
 /* shutdown(on_closed): see the top. The loop context's close_cb, on a
  * later pass of the loop, calls on_closed(). */
 static PyObject *ctx_shutdown(ctxobj *c, PyObject *cb) {
-  struct req *r, *next;
+  struct uvcuda__queue *q, *next;
+  struct req *r;
   PyObject *cancel = NULL;
   struct sw {
     CUstream s;
@@ -785,12 +793,14 @@ static PyObject *ctx_shutdown(ctxobj *c, PyObject *cb) {
   Py_XDECREF(c->on_closed);
   c->on_closed = cb != Py_None ? Py_NewRef(cb) : NULL;
   if ((cancel = PyList_New(0)) == NULL) return NULL;
-  if (c->nlive > 0 && (waits = calloc((size_t)c->nlive, sizeof(*waits))) == NULL) {
+  if (c->nlive > 0 &&
+      (waits = calloc((size_t)c->nlive, sizeof(*waits))) == NULL) {
     Py_DECREF(cancel);
     return PyErr_NoMemory();
   }
   /* 1. Close every future in flight; note what must wait for the GPU. */
-  for (r = c->live.next; r != &c->live; r = r->next) {
+  uvcuda__queue_foreach(q, &c->live) {
+    r = uvcuda__queue_data(q, struct req, node);
     if (r->is_drain) {
       r->parent = NULL; /* its await lets go below */
     } else if (!r->done) {
@@ -819,11 +829,10 @@ static PyObject *ctx_shutdown(ctxobj *c, PyObject *cb) {
   }
   /* 2. The GPU work they keep objects for. */
   if (nw > 0) {
-    Py_BEGIN_ALLOW_THREADS
-    for (i = 0; i < nw; i++) {
+    Py_BEGIN_ALLOW_THREADS for (i = 0; i < nw; i++) {
       CUcontext prev = NULL;
-      int pushed = waits[i].ctx != NULL &&
-                   ctx_push(waits[i].ctx, &prev) == CUDA_SUCCESS;
+      int pushed =
+          waits[i].ctx != NULL && ctx_push(waits[i].ctx, &prev) == CUDA_SUCCESS;
       cu.cuStreamSynchronize(waits[i].s);
       if (pushed) ctx_pop(waits[i].ctx, prev);
     }
@@ -831,19 +840,20 @@ static PyObject *ctx_shutdown(ctxobj *c, PyObject *cb) {
   }
   free(waits);
   /* 3. Let go (each is closing: freed at its close_cb). */
-  for (r = c->live.next; r != &c->live; r = next) {
-    next = r->next;
+  for (q = uvcuda__queue_head(&c->live); q != &c->live; q = next) {
+    next = q->next;
+    r = uvcuda__queue_data(q, struct req, node);
     if (!r->is_drain && !r->done) {
       r->waits = 0;
       finalize(r); /* may free r: `next` was taken first */
     }
   }
   /* 4. The free list. */
-  while (c->idle.next != &c->idle) {
-    r = c->idle.next;
-    list_remove(r);
+  while (!uvcuda__queue_empty(&c->idle)) {
+    r = uvcuda__queue_data(uvcuda__queue_head(&c->idle), struct req, node);
+    uvcuda__queue_remove(&r->node);
     c->nidle--;
-    list_add(&c->live, r);
+    uvcuda__queue_insert_tail(&c->live, &r->node);
     c->nlive++;
     r->closing = 1;
     uvcuda_future_close(&r->fut, on_closed);
@@ -851,8 +861,8 @@ static PyObject *ctx_shutdown(ctxobj *c, PyObject *cb) {
   if (c->nfut == 0) loop_close(c);
   /* 5. The asyncio futures still waiting. */
   for (i = 0; i < (size_t)PyList_Size(cancel); i++) {
-    PyObject *v = PyObject_CallMethodObjArgs(PyList_GetItem(cancel, (Py_ssize_t)i),
-                                             s_cancel, NULL);
+    PyObject *v = PyObject_CallMethodObjArgs(
+        PyList_GetItem(cancel, (Py_ssize_t)i), s_cancel, NULL);
     if (v == NULL) PyErr_Clear();
     Py_XDECREF(v);
   }
@@ -872,10 +882,8 @@ static PyObject *ctx_run_until_closed(ctxobj *c, PyObject *unused) {
   Py_INCREF((PyObject *)c);
   while (!c->closed) {
     int alive;
-    Py_BEGIN_ALLOW_THREADS
-    alive = uv_run(c->uv, UV_RUN_ONCE);
-    Py_END_ALLOW_THREADS
-    if (!alive && !c->closed && ++spins > 1000) break;
+    Py_BEGIN_ALLOW_THREADS alive = uv_run(c->uv, UV_RUN_ONCE);
+    Py_END_ALLOW_THREADS if (!alive && !c->closed && ++spins > 1000) break;
   }
   if (c->closed) err = uv_loop_close(c->uv);
   if (c->closed && err == 0 && c->priv != NULL) {
@@ -925,19 +933,20 @@ static PyObject *ctx_stats(ctxobj *c, PyObject *unused) {
   if (c->inited && (err = uvcuda_loop_stats(&c->ul, &s)) != 0)
     return raise_uv(err, "uvcuda_loop_stats");
   if ((d = PyDict_New()) == NULL) return NULL;
-  STAT(started) STAT(completed_spin) STAT(completed_reactor)
-  STAT(completed_hostfn) STAT(completed_poll) STAT(failed) STAT(cancelled)
-  STAT(fallbacks) STAT(reactor_wakeups) STAT(hostfn_wakeups) STAT(faults)
-  STAT(timelines) STAT(predicted) STAT(predict_hit) STAT(predict_early)
-  STAT(predict_late) STAT(prewakes) STAT(spin_ns)
-  if (set_u64(d, "awaited", c->awaited) || set_u64(d, "resolved", c->resolved) ||
-      set_u64(d, "rejected", c->rejected) ||
-      set_u64(d, "awaits_cancelled", c->cancelled) ||
-      set_u64(d, "pending", (uint64_t)c->pending) ||
-      set_u64(d, "requests_live", (uint64_t)c->nlive) ||
-      set_u64(d, "requests_idle", (uint64_t)c->nidle) ||
-      set_u64(d, "futures", (uint64_t)c->nfut))
-    goto fail;
+  STAT(started)
+  STAT(completed_spin) STAT(completed_reactor) STAT(completed_hostfn) STAT(
+      completed_poll) STAT(failed) STAT(cancelled) STAT(fallbacks)
+      STAT(reactor_wakeups) STAT(hostfn_wakeups) STAT(faults) STAT(
+          timelines) STAT(predicted) STAT(predict_hit) STAT(predict_early)
+          STAT(predict_late) STAT(prewakes) STAT(
+              spin_ns) if (set_u64(d, "awaited", c->awaited) ||
+                           set_u64(d, "resolved", c->resolved) ||
+                           set_u64(d, "rejected", c->rejected) ||
+                           set_u64(d, "awaits_cancelled", c->cancelled) ||
+                           set_u64(d, "pending", (uint64_t)c->pending) ||
+                           set_u64(d, "requests_live", (uint64_t)c->nlive) ||
+                           set_u64(d, "requests_idle", (uint64_t)c->nidle) ||
+                           set_u64(d, "futures", (uint64_t)c->nfut)) goto fail;
   if ((hist = PyList_New(UVCUDA_HIST_BUCKETS)) == NULL) goto fail;
   for (i = 0; i < UVCUDA_HIST_BUCKETS; i++) {
     if ((v = PyLong_FromUnsignedLongLong(s.latency_hist[i])) == NULL) goto fail;
@@ -946,7 +955,8 @@ static PyObject *ctx_stats(ctxobj *c, PyObject *unused) {
   if (PyDict_SetItemString(d, "latency_hist", hist) != 0) goto fail;
   Py_DECREF(hist);
   v = PyUnicode_FromString(
-      c->inited ? uvcuda_completion_name(uvcuda_loop_completion(&c->ul)) : "closed");
+      c->inited ? uvcuda_completion_name(uvcuda_loop_completion(&c->ul))
+                : "closed");
   if (v == NULL || PyDict_SetItemString(d, "completion", v) != 0) {
     Py_XDECREF(v);
     goto fail;
@@ -954,8 +964,10 @@ static PyObject *ctx_stats(ctxobj *c, PyObject *unused) {
   Py_DECREF(v);
   if (set_u64(d, "spin_budget_ns", uvcuda_loop_spin_budget_ns(&c->ul)) != 0 ||
       PyDict_SetItemString(d, "adaptive",
-                           uvcuda_loop_adaptive(&c->ul) ? Py_True : Py_False) != 0 ||
-      PyDict_SetItemString(d, "embedded", c->priv != NULL ? Py_True : Py_False) != 0)
+                           uvcuda_loop_adaptive(&c->ul) ? Py_True : Py_False) !=
+          0 ||
+      PyDict_SetItemString(d, "embedded",
+                           c->priv != NULL ? Py_True : Py_False) != 0)
     goto fail;
   return d;
 fail:
@@ -1010,7 +1022,8 @@ static PyMethodDef ctx_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef ctx_getset[] = {
-    {"closed", (getter)get_closed, NULL, "the loop context's close_cb ran", NULL},
+    {"closed", (getter)get_closed, NULL, "the loop context's close_cb ran",
+     NULL},
     {"closing", (getter)get_closing, NULL, "shutdown() began", NULL},
     {"embedded", (getter)get_embedded, NULL, "runs on a private uv loop", NULL},
     {"thread", (getter)get_thread, NULL, "the loop thread's ident", NULL},
@@ -1022,9 +1035,10 @@ static PyType_Slot ctx_slots[] = {
     {Py_tp_dealloc, ctx_dealloc},
     {Py_tp_methods, ctx_methods},
     {Py_tp_getset, ctx_getset},
-    {Py_tp_doc, "LoopContext(loop, uv_loop=None, *, completion=None, "
-                "spin_budget_us=None, adaptive=None, latency_histogram=False, "
-                "timing=False): uvcuda on an asyncio loop (internal)."},
+    {Py_tp_doc,
+     "LoopContext(loop, uv_loop=None, *, completion=None, "
+     "spin_budget_us=None, adaptive=None, latency_histogram=False, "
+     "timing=False): uvcuda on an asyncio loop (internal)."},
     {0, NULL}};
 
 static PyType_Spec ctx_spec = {"uvcuda._uvcuda.LoopContext", sizeof(ctxobj), 0,

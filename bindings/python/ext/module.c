@@ -37,8 +37,7 @@ PyObject *make_error(int err, const char *detail) {
   PyObject *e;
   if (error_class == NULL) {
     /* The module used without the package (uvcuda/__init__.py sets it). */
-    return PyObject_CallFunction(PyExc_RuntimeError, "s",
-                                 uvcuda_err_name(err));
+    return PyObject_CallFunction(PyExc_RuntimeError, "s", uvcuda_err_name(err));
   }
   e = detail != NULL && detail[0] != '\0'
           ? PyObject_CallFunction(error_class, "is", err, detail)
@@ -149,13 +148,13 @@ static PyObject *py_driver_info(PyObject *m, PyObject *unused) {
   if (need_driver() != 0) return NULL;
   memset(&info, 0, sizeof(info));
   if ((err = uvcuda_driver_info(&info)) != 0) return raise_uv(err, NULL);
-  return Py_BuildValue("{s:s,s:i,s:i,s:O,s:O,s:O,s:O}", "path",
-                       info.path ? info.path : "", "driver_version",
-                       info.driver_version, "device_count", info.device_count,
-                       "memops32", info.memops32 ? Py_True : Py_False,
-                       "memops64", info.memops64 ? Py_True : Py_False,
-                       "host_task_sync", info.host_task_sync ? Py_True : Py_False,
-                       "simulated", info.simulated ? Py_True : Py_False);
+  return Py_BuildValue(
+      "{s:s,s:i,s:i,s:O,s:O,s:O,s:O}", "path", info.path ? info.path : "",
+      "driver_version", info.driver_version, "device_count", info.device_count,
+      "memops32", info.memops32 ? Py_True : Py_False, "memops64",
+      info.memops64 ? Py_True : Py_False, "host_task_sync",
+      info.host_task_sync ? Py_True : Py_False, "simulated",
+      info.simulated ? Py_True : Py_False);
 }
 
 static PyObject *py_device_count(PyObject *m, PyObject *unused) {
@@ -255,18 +254,25 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_uvcuda",
-    "uvcuda's C extension: see the uvcuda package for the API.", -1,
-    methods, NULL, NULL, NULL, NULL};
+    PyModuleDef_HEAD_INIT,
+    "_uvcuda",
+    "uvcuda's C extension: see the uvcuda package for the API.",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
 
 PyMODINIT_FUNC PyInit__uvcuda(void) {
   PyObject *m = PyModule_Create(&moduledef);
   char v[32];
   if (m == NULL) return NULL;
-  snprintf(v, sizeof(v), "%d.%d.%d", UVCUDA_VERSION_MAJOR,
-           UVCUDA_VERSION_MINOR, UVCUDA_VERSION_PATCH);
+  snprintf(v, sizeof(v), "%d.%d.%d", UVCUDA_VERSION_MAJOR, UVCUDA_VERSION_MINOR,
+           UVCUDA_VERSION_PATCH);
   if (PyModule_AddStringConstant(m, "version", v) != 0 ||
-      PyModule_AddStringConstant(m, "package_version", UVCUDA_PY_VERSION) != 0 ||
+      PyModule_AddStringConstant(m, "package_version", UVCUDA_PY_VERSION) !=
+          0 ||
       PyModule_AddIntConstant(m, "ECANCELED", UVCUDA_ECANCELED) != 0 ||
       PyModule_AddIntConstant(m, "ECUDA_BASE", UVCUDA_ECUDA_BASE) != 0 ||
 #ifdef Py_LIMITED_API

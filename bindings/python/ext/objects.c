@@ -41,8 +41,20 @@ typedef struct {
   PyObject *device;
 } modobj;
 
-enum ptype { P_PTR, P_U8, P_I8, P_U16, P_I16, P_U32, P_I32, P_U64, P_I64,
-             P_F32, P_F64, P_NTYPES };
+enum ptype {
+  P_PTR,
+  P_U8,
+  P_I8,
+  P_U16,
+  P_I16,
+  P_U32,
+  P_I32,
+  P_U64,
+  P_I64,
+  P_F32,
+  P_F64,
+  P_NTYPES
+};
 static const char *const ptype_names[P_NTYPES] = {
     "ptr", "u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32", "f64"};
 
@@ -62,7 +74,7 @@ typedef struct {
   int kind;
   stream_t *stream; /* each res here holds a use */
   res_t *a, *b;
-  PyObject *held;   /* more memory (kernel 'ptr' arguments), or NULL */
+  PyObject *held; /* more memory (kernel 'ptr' arguments), or NULL */
   PyObject *host;
   Py_buffer view;
   int has_view;
@@ -70,13 +82,13 @@ typedef struct {
   unsigned char value;
   unsigned grid[3], block[3], shmem;
   int nparams;
-  int ran;                /* enqueued (an op runs once) */
-  struct bounce *bounce;  /* the host side of a copy, or NULL */
+  int ran;               /* enqueued (an op runs once) */
+  struct bounce *bounce; /* the host side of a copy, or NULL */
   uint64_t slots[MAX_PARAMS];
   void *params[MAX_PARAMS];
 } opobj;
 
-/* ---- resources ------------------------------------------------------------ */
+/* ---- resources ----------------------------------------------------------- */
 
 static const char *res_noun(const res_t *r) {
   switch (r->kind) {
@@ -157,7 +169,8 @@ void res_unuse(res_t *r) {
 }
 
 static int is_res(PyObject *o) {
-  return PyObject_TypeCheck(o, StreamType) || PyObject_TypeCheck(o, MemoryType) ||
+  return PyObject_TypeCheck(o, StreamType) ||
+         PyObject_TypeCheck(o, MemoryType) ||
          PyObject_TypeCheck(o, ModuleType) || PyObject_TypeCheck(o, KernelType);
 }
 
@@ -204,14 +217,15 @@ static PyObject *get_closed(res_t *r, void *unused) {
   return PyBool_FromLong(r->closed);
 }
 
-static PyMemberDef res_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(res_t, weakrefs), READONLY, NULL},
-    {NULL, 0, 0, 0, NULL}};
+static PyMemberDef res_members[] = {{"__weaklistoffset__", T_PYSSIZET,
+                                     offsetof(res_t, weakrefs), READONLY, NULL},
+                                    {NULL, 0, 0, 0, NULL}};
 
 static int same_device(const stream_t *s, const res_t *r) {
   if (s->h.dev == r->dev) return 0;
-  PyErr_Format(PyExc_ValueError, "%s of device %d used on a stream of device %d",
-               res_noun(r), r->dev->ordinal, s->h.dev->ordinal);
+  PyErr_Format(PyExc_ValueError,
+               "%s of device %d used on a stream of device %d", res_noun(r),
+               r->dev->ordinal, s->h.dev->ordinal);
   return -1;
 }
 
@@ -224,7 +238,8 @@ static PyObject *dev_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   int ordinal = 0;
   struct dev *d;
   devobj *o;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|i", kwlist, &ordinal)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|i", kwlist, &ordinal))
+    return NULL;
   if ((d = dev_open(ordinal)) == NULL) return NULL;
   if (d->obj != NULL) return Py_NewRef(d->obj);
   if ((o = (devobj *)PyType_GenericAlloc(tp, 0)) == NULL) return NULL;
@@ -234,7 +249,8 @@ static PyObject *dev_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *dev_repr(devobj *o) {
-  return PyUnicode_FromFormat("<uvcuda.Device %d '%s'>", o->d->ordinal, o->d->name);
+  return PyUnicode_FromFormat("<uvcuda.Device %d '%s'>", o->d->ordinal,
+                              o->d->name);
 }
 
 static PyObject *dev_get_ordinal(devobj *o, void *u) {
@@ -430,7 +446,7 @@ static PyType_Slot dev_slots[] = {
 static PyType_Spec dev_spec = {"uvcuda.Device", sizeof(devobj), 0,
                                Py_TPFLAGS_DEFAULT, dev_slots};
 
-/* ---- Stream --------------------------------------------------------------- */
+/* ---- Stream -------------------------------------------------------------- */
 
 static PyObject *new_stream(struct dev *d, PyObject *device) {
   CUcontext prev = NULL;
@@ -533,7 +549,8 @@ static memobj *arg_mem(PyObject *v, const char *what, stream_t *s) {
                  what, v);
     return NULL;
   }
-  if (res_check((res_t *)v) != 0 || same_device(s, (res_t *)v) != 0) return NULL;
+  if (res_check((res_t *)v) != 0 || same_device(s, (res_t *)v) != 0)
+    return NULL;
   return (memobj *)v;
 }
 
@@ -541,12 +558,13 @@ static memobj *arg_mem(PyObject *v, const char *what, stream_t *s) {
 static int in_range(size_t off, size_t n, size_t size, const char *what) {
   if (off <= size && n <= size - off) return 0;
   PyErr_Format(PyExc_ValueError,
-               "%s: %zu bytes at offset %zu exceed the %zu-byte allocation", what,
-               n, off, size);
+               "%s: %zu bytes at offset %zu exceed the %zu-byte allocation",
+               what, n, off, size);
   return -1;
 }
 
-static int arg_opt_size(PyObject *v, const char *what, size_t dflt, size_t *out) {
+static int arg_opt_size(PyObject *v, const char *what, size_t dflt,
+                        size_t *out) {
   if (v == NULL || v == Py_None) {
     *out = dflt;
     return 0;
@@ -560,9 +578,11 @@ static opobj *make_htod(stream_t *s, PyObject *args, PyObject *kw) {
   memobj *m;
   opobj *o;
   size_t off;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &dst, &src, &offv) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &dst, &src,
+                                   &offv) ||
       (m = arg_mem(dst, "dst", s)) == NULL ||
-      arg_opt_size(offv, "offset", 0, &off) != 0 || (o = op_new(OP_HTOD, s)) == NULL)
+      arg_opt_size(offv, "offset", 0, &off) != 0 ||
+      (o = op_new(OP_HTOD, s)) == NULL)
     return NULL;
   if (PyObject_GetBuffer(src, &o->view, PyBUF_SIMPLE) != 0) {
     PyErr_Clear();
@@ -588,9 +608,11 @@ static opobj *make_dtoh(stream_t *s, PyObject *args, PyObject *kw) {
   memobj *m;
   opobj *o;
   size_t off;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &dst, &src, &offv) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &dst, &src,
+                                   &offv) ||
       (m = arg_mem(src, "src", s)) == NULL ||
-      arg_opt_size(offv, "offset", 0, &off) != 0 || (o = op_new(OP_DTOH, s)) == NULL)
+      arg_opt_size(offv, "offset", 0, &off) != 0 ||
+      (o = op_new(OP_DTOH, s)) == NULL)
     return NULL;
   if (PyObject_GetBuffer(dst, &o->view, PyBUF_WRITABLE) != 0) {
     PyErr_Clear();
@@ -613,19 +635,22 @@ static opobj *make_dtoh(stream_t *s, PyObject *args, PyObject *kw) {
 }
 
 static opobj *make_dtod(stream_t *s, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"dst", "src", "nbytes", "dst_offset", "src_offset", NULL};
+  static char *kwlist[] = {"dst",        "src",        "nbytes",
+                           "dst_offset", "src_offset", NULL};
   PyObject *dst, *src, *nv = NULL, *dov = NULL, *sov = NULL;
   memobj *md, *ms;
   size_t n, doff, soff;
   opobj *o;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOO", kwlist, &dst, &src, &nv,
                                    &dov, &sov) ||
-      (md = arg_mem(dst, "dst", s)) == NULL || (ms = arg_mem(src, "src", s)) == NULL ||
+      (md = arg_mem(dst, "dst", s)) == NULL ||
+      (ms = arg_mem(src, "src", s)) == NULL ||
       arg_opt_size(dov, "dst_offset", 0, &doff) != 0 ||
       arg_opt_size(sov, "src_offset", 0, &soff) != 0)
     return NULL;
   if (soff > ms->nbytes) soff = ms->nbytes + 1; /* reported below */
-  if (arg_opt_size(nv, "nbytes", soff <= ms->nbytes ? ms->nbytes - soff : 0, &n) != 0 ||
+  if (arg_opt_size(nv, "nbytes", soff <= ms->nbytes ? ms->nbytes - soff : 0,
+                   &n) != 0 ||
       in_range(soff, n, ms->nbytes, "copy_device (src)") != 0 ||
       in_range(doff, n, md->nbytes, "copy_device (dst)") != 0 ||
       (o = op_new(OP_DTOD, s)) == NULL)
@@ -651,11 +676,14 @@ static opobj *make_memset(stream_t *s, PyObject *args, PyObject *kw) {
       arg_opt_size(offv, "offset", 0, &off) != 0)
     return NULL;
   if (value < 0 || value > 255) {
-    PyErr_Format(PyExc_ValueError, "value must be a byte (0..255), got %d", value);
+    PyErr_Format(PyExc_ValueError, "value must be a byte (0..255), got %d",
+                 value);
     return NULL;
   }
-  if (arg_opt_size(nv, "nbytes", off <= m->nbytes ? m->nbytes - off : 0, &n) != 0 ||
-      in_range(off, n, m->nbytes, "memset") != 0 || (o = op_new(OP_MEMSET, s)) == NULL)
+  if (arg_opt_size(nv, "nbytes", off <= m->nbytes ? m->nbytes - off : 0, &n) !=
+          0 ||
+      in_range(off, n, m->nbytes, "memset") != 0 ||
+      (o = op_new(OP_MEMSET, s)) == NULL)
     return NULL;
   o->n = n;
   o->off_a = off;
@@ -679,10 +707,12 @@ static int arg_dim3(PyObject *v, const char *what, unsigned out[3]) {
       return -1;
     }
     for (i = 0; i < n; i++) {
-      if (arg_u64(PyTuple_GetItem(seq, i), what, &x) != 0 || x < 1 || x > 0x7fffffff) {
+      if (arg_u64(PyTuple_GetItem(seq, i), what, &x) != 0 || x < 1 ||
+          x > 0x7fffffff) {
         Py_DECREF(seq);
         if (!PyErr_Occurred())
-          PyErr_Format(PyExc_ValueError, "%s dimensions must be in 1..2**31-1", what);
+          PyErr_Format(PyExc_ValueError, "%s dimensions must be in 1..2**31-1",
+                       what);
         return -1;
       }
       out[i] = (unsigned)x;
@@ -700,11 +730,11 @@ static int arg_dim3(PyObject *v, const char *what, unsigned out[3]) {
 }
 
 static int pack_int(PyObject *v, int t, uint64_t *slot, int i) {
-  static const long long lo[P_NTYPES] = {0, 0, -128, 0, -32768, 0, -2147483648LL,
-                                         0, INT64_MIN, 0, 0};
+  static const long long lo[P_NTYPES] = {
+      0, 0, -128, 0, -32768, 0, -2147483648LL, 0, INT64_MIN, 0, 0};
   static const unsigned long long hi[P_NTYPES] = {
-      0, 255, 127, 65535, 32767, 4294967295ULL, 2147483647, UINT64_MAX,
-      INT64_MAX, 0, 0};
+      0,          255,        127,       65535, 32767, 4294967295ULL,
+      2147483647, UINT64_MAX, INT64_MAX, 0,     0};
   PyObject *iv;
   int overflow = 0;
   if (PyBool_Check(v) || PyFloat_Check(v) || (iv = PyNumber_Index(v)) == NULL) {
@@ -728,30 +758,51 @@ static int pack_int(PyObject *v, int t, uint64_t *slot, int i) {
     long long x = PyLong_AsLongLongAndOverflow(iv, &overflow);
     Py_DECREF(iv);
     if (x == -1 && PyErr_Occurred()) return -1;
-    if (overflow != 0 || x < lo[t] || (x > 0 && (unsigned long long)x > hi[t])) {
+    if (overflow != 0 || x < lo[t] ||
+        (x > 0 && (unsigned long long)x > hi[t])) {
       PyErr_Format(PyExc_OverflowError, "argument %d (%s) out of range", i,
                    ptype_names[t]);
       return -1;
     }
     switch (t) {
-      case P_U8: case P_I8: { uint8_t b = (uint8_t)x; memcpy(slot, &b, 1); break; }
-      case P_U16: case P_I16: { uint16_t b = (uint16_t)x; memcpy(slot, &b, 2); break; }
-      case P_U32: case P_I32: { uint32_t b = (uint32_t)x; memcpy(slot, &b, 4); break; }
-      default: { int64_t b = x; memcpy(slot, &b, 8); break; }
+      case P_U8:
+      case P_I8: {
+        uint8_t b = (uint8_t)x;
+        memcpy(slot, &b, 1);
+        break;
+      }
+      case P_U16:
+      case P_I16: {
+        uint16_t b = (uint16_t)x;
+        memcpy(slot, &b, 2);
+        break;
+      }
+      case P_U32:
+      case P_I32: {
+        uint32_t b = (uint32_t)x;
+        memcpy(slot, &b, 4);
+        break;
+      }
+      default: {
+        int64_t b = x;
+        memcpy(slot, &b, 8);
+        break;
+      }
     }
   }
   return 0;
 }
 
 static opobj *make_launch(stream_t *s, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"kernel", "grid", "block", "args", "shared_mem", NULL};
+  static char *kwlist[] = {"kernel", "grid",       "block",
+                           "args",   "shared_mem", NULL};
   PyObject *kv, *gv, *bv, *av = NULL, *seq = NULL;
   unsigned shmem = 0;
   kernobj *k;
   opobj *o;
   Py_ssize_t n, i;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OI", kwlist, &kv, &gv, &bv, &av,
-                                   &shmem))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OI", kwlist, &kv, &gv, &bv,
+                                   &av, &shmem))
     return NULL;
   if (!PyObject_TypeCheck(kv, KernelType)) {
     PyErr_Format(PyExc_TypeError, "kernel must be a uvcuda.Kernel, got %R", kv);
@@ -760,7 +811,8 @@ static opobj *make_launch(stream_t *s, PyObject *args, PyObject *kw) {
   k = (kernobj *)kv;
   if (res_check(&k->h) != 0 || same_device(s, &k->h) != 0) return NULL;
   if ((o = op_new(OP_LAUNCH, s)) == NULL) return NULL;
-  if (arg_dim3(gv, "grid", o->grid) != 0 || arg_dim3(bv, "block", o->block) != 0)
+  if (arg_dim3(gv, "grid", o->grid) != 0 ||
+      arg_dim3(bv, "block", o->block) != 0)
     goto fail;
   o->shmem = shmem;
   if (av == NULL || av == Py_None) {
@@ -798,8 +850,9 @@ static opobj *make_launch(stream_t *s, PyObject *args, PyObject *kw) {
     } else if (t == P_F32 || t == P_F64) {
       double x;
       if (PyBool_Check(v) || !(PyFloat_Check(v) || PyLong_Check(v))) {
-        PyErr_Format(PyExc_TypeError, "argument %zd (%s) must be a float, got %R",
-                     i, ptype_names[t], v);
+        PyErr_Format(PyExc_TypeError,
+                     "argument %zd (%s) must be a float, got %R", i,
+                     ptype_names[t], v);
         goto fail;
       }
       if ((x = PyFloat_AsDouble(v)) == -1.0 && PyErr_Occurred()) goto fail;
@@ -853,9 +906,8 @@ static int op_run(opobj *o) {
         r = cu.cuMemcpyHtoDAsync(((memobj *)o->a)->ptr + o->off_a, o->bounce->p,
                                  o->n, s);
       } else { /* pageable: the driver may hold us; other threads run */
-        Py_BEGIN_ALLOW_THREADS
-        r = cu.cuMemcpyHtoDAsync(((memobj *)o->a)->ptr + o->off_a, o->view.buf,
-                                 o->n, s);
+        Py_BEGIN_ALLOW_THREADS r = cu.cuMemcpyHtoDAsync(
+            ((memobj *)o->a)->ptr + o->off_a, o->view.buf, o->n, s);
         Py_END_ALLOW_THREADS
       }
       break;
@@ -867,9 +919,8 @@ static int op_run(opobj *o) {
         r = cu.cuMemcpyDtoHAsync(o->bounce->p, ((memobj *)o->a)->ptr + o->off_a,
                                  o->n, s);
       } else { /* pageable: the driver holds us until the copy is done */
-        Py_BEGIN_ALLOW_THREADS
-        r = cu.cuMemcpyDtoHAsync(o->view.buf, ((memobj *)o->a)->ptr + o->off_a,
-                                 o->n, s);
+        Py_BEGIN_ALLOW_THREADS r = cu.cuMemcpyDtoHAsync(
+            o->view.buf, ((memobj *)o->a)->ptr + o->off_a, o->n, s);
         Py_END_ALLOW_THREADS
       }
       break;
@@ -882,13 +933,15 @@ static int op_run(opobj *o) {
     case OP_MEMSET:
       what = "cuMemsetD8Async";
       if (o->n > 0)
-        r = cu.cuMemsetD8Async(((memobj *)o->a)->ptr + o->off_a, o->value, o->n, s);
+        r = cu.cuMemsetD8Async(((memobj *)o->a)->ptr + o->off_a, o->value, o->n,
+                               s);
       break;
     case OP_LAUNCH:
       what = "cuLaunchKernel";
       r = cu.cuLaunchKernel(((kernobj *)o->a)->fn, o->grid[0], o->grid[1],
                             o->grid[2], o->block[0], o->block[1], o->block[2],
-                            o->shmem, s, o->nparams > 0 ? o->params : NULL, NULL);
+                            o->shmem, s, o->nparams > 0 ? o->params : NULL,
+                            NULL);
       break;
     default: break;
   }
@@ -933,11 +986,13 @@ static PyObject *op_call(opobj *o, PyObject *args, PyObject *kw) {
 typedef opobj *(*make_fn)(stream_t *, PyObject *, PyObject *);
 
 /* The async form: the op, awaited by uvcuda.ready(stream, op). */
-static PyObject *submit(stream_t *s, make_fn make, PyObject *args, PyObject *kw) {
+static PyObject *submit(stream_t *s, make_fn make, PyObject *args,
+                        PyObject *kw) {
   opobj *o = make(s, args, kw);
   PyObject *fut;
   if (o == NULL) return NULL;
-  fut = PyObject_CallFunctionObjArgs(ready_func, (PyObject *)s, (PyObject *)o, NULL);
+  fut = PyObject_CallFunctionObjArgs(ready_func, (PyObject *)s, (PyObject *)o,
+                                     NULL);
   Py_DECREF((PyObject *)o);
   return fut;
 }
@@ -992,10 +1047,8 @@ static PyObject *stream_synchronize(stream_t *s, PyObject *unused) {
   CUresult r;
   (void)unused;
   if (res_check(&s->h) != 0 || dev_enter(s->h.dev) != 0) return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  r = cu.cuStreamSynchronize(s->stream);
-  Py_END_ALLOW_THREADS
-  dev_leave(s->h.dev);
+  Py_BEGIN_ALLOW_THREADS r = cu.cuStreamSynchronize(s->stream);
+  Py_END_ALLOW_THREADS dev_leave(s->h.dev);
   if (r != CUDA_SUCCESS) return raise_cu(r, "cuStreamSynchronize");
   Py_RETURN_NONE;
 }
@@ -1012,20 +1065,30 @@ static PyObject *stream_query(stream_t *s, PyObject *unused) {
   return raise_cu(r, "cuStreamQuery");
 }
 
-#define M(name, doc) \
-  {#name, (PyCFunction)(void (*)(void))stream_##name, METH_VARARGS | METH_KEYWORDS, doc}
+#define M(name, doc)                                   \
+  {                                                    \
+#name, (PyCFunction)(void (*)(void))stream_##name, \
+        METH_VARARGS | METH_KEYWORDS, doc              \
+  }
 static PyMethodDef stream_methods[] = {
     M(ready, "ready(op=None) -> Future: uvcuda.ready(self, op)"),
     M(copy_to_device, "copy_to_device(dst, src, offset=0) -> Future[None]"),
     M(copy_from_device, "copy_from_device(dst, src, offset=0) -> Future[dst]"),
-    M(copy_device, "copy_device(dst, src, nbytes=None, dst_offset=0, src_offset=0) -> Future[None]"),
+    M(copy_device,
+      "copy_device(dst, src, nbytes=None, dst_offset=0, src_offset=0) -> "
+      "Future[None]"),
     M(memset, "memset(dst, value, nbytes=None, offset=0) -> Future[None]"),
-    M(launch, "launch(kernel, grid, block, args=(), shared_mem=0) -> Future[None]"),
-    M(enqueue_copy_to_device, "enqueue_copy_to_device(dst, src, offset=0): inside an op"),
-    M(enqueue_copy_from_device, "enqueue_copy_from_device(dst, src, offset=0) -> dst: inside an op"),
-    M(enqueue_copy_device, "enqueue_copy_device(dst, src, nbytes=None, dst_offset=0, src_offset=0)"),
+    M(launch,
+      "launch(kernel, grid, block, args=(), shared_mem=0) -> Future[None]"),
+    M(enqueue_copy_to_device,
+      "enqueue_copy_to_device(dst, src, offset=0): inside an op"),
+    M(enqueue_copy_from_device,
+      "enqueue_copy_from_device(dst, src, offset=0) -> dst: inside an op"),
+    M(enqueue_copy_device,
+      "enqueue_copy_device(dst, src, nbytes=None, dst_offset=0, src_offset=0)"),
     M(enqueue_memset, "enqueue_memset(dst, value, nbytes=None, offset=0)"),
-    M(enqueue_launch, "enqueue_launch(kernel, grid, block, args=(), shared_mem=0)"),
+    M(enqueue_launch,
+      "enqueue_launch(kernel, grid, block, args=(), shared_mem=0)"),
     {"synchronize", (PyCFunction)stream_synchronize, METH_NOARGS,
      "synchronize(): blocks until the stream's work is done (GIL released)"},
     {"query", (PyCFunction)stream_query, METH_NOARGS,
@@ -1077,7 +1140,8 @@ int stream_resolve(PyObject *o, CUstream *h, stream_t **ours, int *dev_hint) {
     *dev_hint = (*ours)->h.dev->ordinal;
     return 0;
   }
-  if (PyBool_Check(o) || PyFloat_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o))
+  if (PyBool_Check(o) || PyFloat_Check(o) || PyUnicode_Check(o) ||
+      PyBytes_Check(o))
     goto bad;
   if (PyLong_Check(o)) {
     hv = Py_NewRef(o);
@@ -1139,7 +1203,7 @@ bad:
   return -1;
 }
 
-/* ---- DeviceMemory ----------------------------------------------------------- */
+/* ---- DeviceMemory -------------------------------------------------------- */
 
 static void mem_dealloc(memobj *o) {
   res_dealloc_common(&o->h);
@@ -1148,14 +1212,16 @@ static void mem_dealloc(memobj *o) {
 }
 
 static PyObject *mem_repr(memobj *o) {
-  return PyUnicode_FromFormat("<uvcuda.DeviceMemory %zu bytes at %p of device %d%s>",
-                              o->nbytes, (void *)(uintptr_t)o->ptr,
-                              o->h.dev->ordinal, o->h.closed ? " (freed)" : "");
+  return PyUnicode_FromFormat(
+      "<uvcuda.DeviceMemory %zu bytes at %p of device %d%s>", o->nbytes,
+      (void *)(uintptr_t)o->ptr, o->h.dev->ordinal,
+      o->h.closed ? " (freed)" : "");
 }
 
 static PyObject *mem_get_ptr(memobj *o, void *u) {
   (void)u;
-  return PyLong_FromUnsignedLongLong(o->h.gone || res_stale(&o->h) ? 0 : o->ptr);
+  return PyLong_FromUnsignedLongLong(o->h.gone || res_stale(&o->h) ? 0
+                                                                   : o->ptr);
 }
 
 static PyObject *mem_get_nbytes(memobj *o, void *u) {
@@ -1179,7 +1245,8 @@ static PyGetSetDef mem_getset[] = {
     {"nbytes", (getter)mem_get_nbytes, NULL, NULL, NULL},
     {"device", (getter)mem_get_device, NULL, NULL, NULL},
     {"freed", (getter)get_closed, NULL, NULL, NULL},
-    {"pending", (getter)get_pending, NULL, "ops whose work on it may still run", NULL},
+    {"pending", (getter)get_pending, NULL, "ops whose work on it may still run",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot mem_slots[] = {
@@ -1195,7 +1262,7 @@ static PyType_Slot mem_slots[] = {
 static PyType_Spec mem_spec = {"uvcuda.DeviceMemory", sizeof(memobj), 0,
                                Py_TPFLAGS_DEFAULT, mem_slots};
 
-/* ---- Module and Kernel ------------------------------------------------------ */
+/* ---- Module and Kernel --------------------------------------------------- */
 
 static void mod_dealloc(modobj *o) {
   res_dealloc_common(&o->h);
@@ -1214,12 +1281,13 @@ static PyObject *mod_function(modobj *m, PyObject *args, PyObject *kw) {
   kernobj *k = NULL;
   Py_ssize_t n, i;
   int t, expect;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sO", kwlist, &name, &sigv)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sO", kwlist, &name, &sigv))
+    return NULL;
   if (res_check(&m->h) != 0) return NULL;
   if (PyUnicode_Check(sigv) || (seq = PySequence_Tuple(sigv)) == NULL) {
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "signature must be a sequence of type names, got %R",
-                 sigv);
+    PyErr_Format(PyExc_TypeError,
+                 "signature must be a sequence of type names, got %R", sigv);
     return NULL;
   }
   n = PyTuple_Size(seq);
@@ -1230,22 +1298,26 @@ static PyObject *mod_function(modobj *m, PyObject *args, PyObject *kw) {
   if ((k = (kernobj *)PyType_GenericAlloc(KernelType, 0)) == NULL) goto fail;
   for (i = 0; i < n; i++) {
     PyObject *tv = PyTuple_GetItem(seq, i);
-    const char *ts = PyUnicode_Check(tv) ? PyUnicode_AsUTF8AndSize(tv, NULL) : NULL;
+    const char *ts =
+        PyUnicode_Check(tv) ? PyUnicode_AsUTF8AndSize(tv, NULL) : NULL;
     for (t = 0; ts != NULL && t < P_NTYPES; t++)
       if (strcmp(ts, ptype_names[t]) == 0) break;
     if (ts == NULL || t == P_NTYPES) {
       PyErr_Clear();
-      PyErr_Format(PyExc_ValueError,
-                   "signature[%zd] must be one of 'ptr', 'u8', 'i8', 'u16', 'i16', "
-                   "'u32', 'i32', 'u64', 'i64', 'f32', 'f64'; got %R",
-                   i, tv);
+      PyErr_Format(
+          PyExc_ValueError,
+          "signature[%zd] must be one of 'ptr', 'u8', 'i8', 'u16', 'i16', "
+          "'u32', 'i32', 'u64', 'i64', 'f32', 'f64'; got %R",
+          i, tv);
       goto fail;
     }
     k->sig[i] = (unsigned char)t;
   }
-  if (m->ptx != NULL && (expect = ptx_params(m->ptx, name)) >= 0 && expect != n) {
-    PyErr_Format(PyExc_ValueError, "kernel %s takes %d parameter%s, the signature has %zd",
-                 name, expect, expect == 1 ? "" : "s", n);
+  if (m->ptx != NULL && (expect = ptx_params(m->ptx, name)) >= 0 &&
+      expect != n) {
+    PyErr_Format(PyExc_ValueError,
+                 "kernel %s takes %d parameter%s, the signature has %zd", name,
+                 expect, expect == 1 ? "" : "s", n);
     goto fail;
   }
   if (dev_enter(m->h.dev) != 0) goto fail;
@@ -1284,8 +1356,8 @@ static PyObject *mod_get_device(modobj *o, void *u) {
 }
 
 static PyMethodDef mod_methods[] = {
-    {"function", (PyCFunction)(void (*)(void))mod_function, METH_VARARGS | METH_KEYWORDS,
-     "function(name, signature) -> Kernel"},
+    {"function", (PyCFunction)(void (*)(void))mod_function,
+     METH_VARARGS | METH_KEYWORDS, "function(name, signature) -> Kernel"},
     {"unload", res_close_method, METH_NOARGS,
      "unload(): unloaded once no kernel of it and no launch needs it"},
     {NULL, NULL, 0, NULL}};
@@ -1376,7 +1448,8 @@ int objects_init(PyObject *m) {
                {&OpType, &op_spec, "Op"}};
   size_t i;
   for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-    if ((*types[i].tp = (PyTypeObject *)PyType_FromSpec(types[i].spec)) == NULL ||
+    if ((*types[i].tp = (PyTypeObject *)PyType_FromSpec(types[i].spec)) ==
+            NULL ||
         PyModule_AddObjectRef(m, types[i].name, (PyObject *)*types[i].tp) != 0)
       return -1;
   }

@@ -31,8 +31,10 @@ static void run(struct item *it) {
   pthread_rwlock_rdlock(&it->dev->rw);
   if (it->gen == dev_gen(it->dev) &&
       ctx_push(it->dev->ctx, &prev) == CUDA_SUCCESS) {
-    if (it->kind == REAP_MEMORY) cu.cuMemFree((CUdeviceptr)it->handle);
-    else cu.cuModuleUnload((CUmodule)it->handle);
+    if (it->kind == REAP_MEMORY)
+      cu.cuMemFree((CUdeviceptr)it->handle);
+    else
+      cu.cuModuleUnload((CUmodule)it->handle);
     ctx_pop(it->dev->ctx, prev);
   }
   pthread_rwlock_unlock(&it->dev->rw);
@@ -82,8 +84,10 @@ void reap(int kind, struct dev *d, uint64_t gen, uintptr_t handle) {
       return;
     }
   }
-  if (tail != NULL) tail->next = it;
-  else head = it;
+  if (tail != NULL)
+    tail->next = it;
+  else
+    head = it;
   tail = it;
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
