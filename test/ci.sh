@@ -88,7 +88,7 @@ rm -rf "$pyci"
 /usr/bin/python3 -m venv --system-site-packages "$pyci/venv-wheel"
 "$pyci/venv-src/bin/pip" install -q --no-index --no-build-isolation --no-deps bindings/python
 "$pyci/venv-wheel/bin/pip" wheel -q --no-index --no-build-isolation --no-deps \
-  bindings/python -w "$pyci/dist"
+  --config-settings=setup-args=--werror bindings/python -w "$pyci/dist"
 "$pyci/venv-wheel/bin/pip" install -q --no-index --no-deps "$pyci"/dist/uvcuda-*-abi3-*.whl
 (cd bindings/python && MYPYPATH=src mypy --strict --cache-dir "$pyci/mypy-cache" src/uvcuda bench)
 py_sim="$(readlink -f "$build")/test/sim/libsimcuda.so"
