@@ -70,11 +70,12 @@ fi
 # both ways: `pip install bindings/python` into one venv, a wheel into
 # another; the pytest suites run on the wheel's install, on stock asyncio and
 # uvloop, against this build's simulated driver; mypy --strict checks the
-# package and the benchmark; the HTTP benchmark's quick run proves it works
-# (simulation, not a GPU measurement).
+# package and the benchmark, pycodestyle (PEP 8, 99 columns) the Python
+# files; the HTTP benchmark's quick run proves it works (simulation, not a
+# GPU measurement).
 py_need=()
 for p in python3-mesonpy python3-pytest python3-uvloop python3-dev python3-venv \
-         python3-pip mypy; do
+         python3-pip mypy python3-pycodestyle; do
   dpkg -s "$p" >/dev/null 2>&1 || py_need+=("$p")
 done
 if ((${#py_need[@]})); then
@@ -91,6 +92,7 @@ rm -rf "$pyci"
   --config-settings=setup-args=--werror bindings/python -w "$pyci/dist"
 "$pyci/venv-wheel/bin/pip" install -q --no-index --no-deps "$pyci"/dist/uvcuda-*-abi3-*.whl
 (cd bindings/python && MYPYPATH=src mypy --strict --cache-dir "$pyci/mypy-cache" src/uvcuda bench)
+(cd bindings/python && /usr/bin/python3 -m pycodestyle --max-line-length=99 src bench tests tools)
 py_sim="$(readlink -f "$build")/test/sim/libsimcuda.so"
 if [ -f "$py_sim" ]; then
   (cd "$pyci" && UVCUDA_LIBCUDA="$py_sim" venv-src/bin/python -c \

@@ -51,6 +51,7 @@ async def measure(work: Any, kernel_us: float, n: int, mode: Optional[str]) -> D
     cases: List[Tuple[str, Optional[Callable[[], Any]]]] = [('idle stream', None)]
     if work.name == 'ptx':
         s = work.streams[0]
+
         def ptx_op(us: float) -> Callable[[], Any]:
             def op() -> None:
                 s.enqueue_launch(work.kernel, 1, 1, [int(us * 1000)])

@@ -7,7 +7,8 @@ processes (load.py).
 For each variant: /gpu under closed-loop load (--gpu-procs processes of
 --gpu-connections connections; by default 128 requests in flight over 64
 streams, so that neither the GPU nor the load generator is what limits a
-variant) while /plain gets --plain-rate requests/s (open loop). Before them, /plain alone at the same rate (its p99 alone).
+variant) while /plain gets --plain-rate requests/s (open loop). Before
+them, /plain alone at the same rate (its p99 alone).
 Reports per variant: GPU req/s, p50/p99 of both routes, server CPU per
 request (getrusage of the server process, every thread), event-loop lag
 (a 1 ms ticker: how late it woke; p50/p99/max), errors. The default run
@@ -187,7 +188,8 @@ def main() -> int:
         print(f'{variant}: done', flush=True)
 
     assert alone is not None
-    lines = header[:] + ['',
+    lines = header[:] + [
+        '',
         f'/plain alone: {fmt(alone["plain_rps"])} req/s, p50 '
         f'{fmt(alone["plain_p50_us"])} µs, p99 {fmt(alone["plain_p99_us"])} µs',
         '',

@@ -15,8 +15,11 @@ from conftest import ROOT, run_script
 
 def test_versions_agree() -> None:
     header = (ROOT / 'include' / 'uvcuda.h').read_text()
-    parts = [re.search(rf'#define UVCUDA_VERSION_{p} (\d+)', header).group(1)  # type: ignore[union-attr]
-             for p in ('MAJOR', 'MINOR', 'PATCH')]
+    parts = []
+    for p in ('MAJOR', 'MINOR', 'PATCH'):
+        m = re.search(rf'#define UVCUDA_VERSION_{p} (\d+)', header)
+        assert m is not None
+        parts.append(m.group(1))
     assert uvcuda.version == '.'.join(parts)
     pyproject = (ROOT / 'bindings' / 'python' / 'pyproject.toml').read_text()
     assert re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) == \
