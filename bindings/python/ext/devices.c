@@ -121,14 +121,15 @@ PyObject *py_device_reset(PyObject *mod, PyObject *arg) {
   (void)mod;
   if (arg_ordinal(arg, &ordinal) != 0 || (d = dev_open(ordinal)) == NULL)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS pthread_rwlock_wrlock(&d->rw);
+  Py_BEGIN_ALLOW_THREADS
+  pthread_rwlock_wrlock(&d->rw);
   err = uvcuda_device_reset(ordinal);
   if (reached_driver(err)) __atomic_add_fetch(&d->gen, 1, __ATOMIC_RELEASE);
   pthread_rwlock_unlock(&d->rw);
-  Py_END_ALLOW_THREADS if (err != 0) return raise_uv(
-      err, uvcuda_cuda_result(err) != 0
-               ? "the driver keeps the fault: restart the process"
-               : NULL);
+  Py_END_ALLOW_THREADS
+  if (err != 0 && uvcuda_cuda_result(err) != 0)
+    return raise_uv(err, "the driver keeps the fault: restart the process");
+  if (err != 0) return raise_uv(err, NULL);
   Py_RETURN_NONE;
 }
 

@@ -161,8 +161,8 @@ static void req_recycle(struct req *r) {
 static void sync_wait(struct req *r) {
   CUcontext prev = NULL;
   int pushed;
-  Py_BEGIN_ALLOW_THREADS pushed =
-      r->cuctx != NULL && ctx_push(r->cuctx, &prev) == CUDA_SUCCESS;
+  Py_BEGIN_ALLOW_THREADS
+  pushed = r->cuctx != NULL && ctx_push(r->cuctx, &prev) == CUDA_SUCCESS;
   cu.cuStreamSynchronize(r->stream); /* an error: done too */
   if (pushed) ctx_pop(r->cuctx, prev);
   Py_END_ALLOW_THREADS
@@ -292,8 +292,8 @@ static void on_done(uvcuda_future_t *f, int status) {
   struct req *r = f->data, *p;
   ctxobj *c = r->ctx;
   PyGILState_STATE g = PyGILState_Ensure();
-  Py_INCREF(
-      (PyObject *)c); /* what runs below may let go of the last reference */
+  /* What runs below may let go of the last reference. */
+  Py_INCREF((PyObject *)c);
   r->active = 0;
   r->status = status;
   if (r->is_drain) {
@@ -550,9 +550,8 @@ static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
     goto fail_quiet;
   }
   c->inited = 1;
-  Py_INCREF(
-      (PyObject *)
-          c); /* uvcuda points at c->ul until the loop context's close_cb */
+  /* uvcuda points at c->ul until the loop context's close_cb. */
+  Py_INCREF((PyObject *)c);
   return (PyObject *)c;
 
 fail:
@@ -829,7 +828,8 @@ static PyObject *ctx_shutdown(ctxobj *c, PyObject *cb) {
   }
   /* 2. The GPU work they keep objects for. */
   if (nw > 0) {
-    Py_BEGIN_ALLOW_THREADS for (i = 0; i < nw; i++) {
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < nw; i++) {
       CUcontext prev = NULL;
       int pushed =
           waits[i].ctx != NULL && ctx_push(waits[i].ctx, &prev) == CUDA_SUCCESS;
@@ -882,8 +882,10 @@ static PyObject *ctx_run_until_closed(ctxobj *c, PyObject *unused) {
   Py_INCREF((PyObject *)c);
   while (!c->closed) {
     int alive;
-    Py_BEGIN_ALLOW_THREADS alive = uv_run(c->uv, UV_RUN_ONCE);
-    Py_END_ALLOW_THREADS if (!alive && !c->closed && ++spins > 1000) break;
+    Py_BEGIN_ALLOW_THREADS
+    alive = uv_run(c->uv, UV_RUN_ONCE);
+    Py_END_ALLOW_THREADS
+    if (!alive && !c->closed && ++spins > 1000) break;
   }
   if (c->closed) err = uv_loop_close(c->uv);
   if (c->closed && err == 0 && c->priv != NULL) {

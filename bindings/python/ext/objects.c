@@ -906,7 +906,8 @@ static int op_run(opobj *o) {
         r = cu.cuMemcpyHtoDAsync(((memobj *)o->a)->ptr + o->off_a, o->bounce->p,
                                  o->n, s);
       } else { /* pageable: the driver may hold us; other threads run */
-        Py_BEGIN_ALLOW_THREADS r = cu.cuMemcpyHtoDAsync(
+        Py_BEGIN_ALLOW_THREADS
+        r = cu.cuMemcpyHtoDAsync(
             ((memobj *)o->a)->ptr + o->off_a, o->view.buf, o->n, s);
         Py_END_ALLOW_THREADS
       }
@@ -919,7 +920,8 @@ static int op_run(opobj *o) {
         r = cu.cuMemcpyDtoHAsync(o->bounce->p, ((memobj *)o->a)->ptr + o->off_a,
                                  o->n, s);
       } else { /* pageable: the driver holds us until the copy is done */
-        Py_BEGIN_ALLOW_THREADS r = cu.cuMemcpyDtoHAsync(
+        Py_BEGIN_ALLOW_THREADS
+        r = cu.cuMemcpyDtoHAsync(
             o->view.buf, ((memobj *)o->a)->ptr + o->off_a, o->n, s);
         Py_END_ALLOW_THREADS
       }
@@ -1047,8 +1049,10 @@ static PyObject *stream_synchronize(stream_t *s, PyObject *unused) {
   CUresult r;
   (void)unused;
   if (res_check(&s->h) != 0 || dev_enter(s->h.dev) != 0) return NULL;
-  Py_BEGIN_ALLOW_THREADS r = cu.cuStreamSynchronize(s->stream);
-  Py_END_ALLOW_THREADS dev_leave(s->h.dev);
+  Py_BEGIN_ALLOW_THREADS
+  r = cu.cuStreamSynchronize(s->stream);
+  Py_END_ALLOW_THREADS
+  dev_leave(s->h.dev);
   if (r != CUDA_SUCCESS) return raise_cu(r, "cuStreamSynchronize");
   Py_RETURN_NONE;
 }
