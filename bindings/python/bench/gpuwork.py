@@ -27,10 +27,12 @@ def kernels_ptx() -> str:
     env = os.environ.get('UVCUDA_TEST_PTX')
     if env:
         return pathlib.Path(env).read_text()
-    root = pathlib.Path(__file__).resolve().parents[3]
-    for rel in ('support/kernels.ptx', 'test/common/kernels.ptx'):
-        if (root / rel).exists():
-            return (root / rel).read_text()
+    here = pathlib.Path(__file__).resolve()
+    root = here.parents[3]
+    for path in (root / 'support/kernels.ptx', root / 'test/common/kernels.ptx',
+                 here.parents[1] / 'vendor/uvcuda/kernels.ptx'):  # an sdist's
+        if path.exists():
+            return path.read_text()
     raise FileNotFoundError('kernels.ptx (set UVCUDA_TEST_PTX)')
 
 

@@ -29,9 +29,10 @@ def kernels_ptx() -> pathlib.Path:
     env = os.environ.get('UVCUDA_TEST_PTX')
     if env:
         return pathlib.Path(env)
-    for rel in ('support/kernels.ptx', 'test/common/kernels.ptx'):
-        if (ROOT / rel).exists():
-            return ROOT / rel
+    for path in (ROOT / 'support/kernels.ptx', ROOT / 'test/common/kernels.ptx',
+                 HERE.parent / 'vendor/uvcuda/kernels.ptx'):  # an sdist's
+        if path.exists():
+            return path
     raise FileNotFoundError('kernels.ptx (set UVCUDA_TEST_PTX)')
 
 

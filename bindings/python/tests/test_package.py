@@ -14,14 +14,21 @@ from conftest import ROOT, run_script
 
 
 def test_versions_agree() -> None:
-    header = (ROOT / 'include' / 'uvcuda.h').read_text()
+    here = pathlib.Path(__file__).resolve().parent.parent
+    for path in (ROOT / 'include' / 'uvcuda.h',
+                 here / 'vendor' / 'uvcuda' / 'include' / 'uvcuda.h'):
+        if path.exists():
+            break
+    else:
+        pytest.skip('uvcuda.h not found (neither a checkout nor an sdist)')
+    header = path.read_text()
     parts = []
     for p in ('MAJOR', 'MINOR', 'PATCH'):
         m = re.search(rf'#define UVCUDA_VERSION_{p} (\d+)', header)
         assert m is not None
         parts.append(m.group(1))
     assert uvcuda.version == '.'.join(parts)
-    pyproject = (ROOT / 'bindings' / 'python' / 'pyproject.toml').read_text()
+    pyproject = (here / 'pyproject.toml').read_text()
     assert re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) == \
         uvcuda.__version__  # type: ignore[union-attr]
     assert uvcuda.__version__ == uvcuda.version

@@ -2,7 +2,8 @@
 
 An sdist of bindings/python alone lacks ../../lib; this puts lib/, include/
 and support/ (and the LICENSE) under vendor/uvcuda/ of the dist tree, where
-meson.build looks when the repository is not around it.
+meson.build looks when the repository is not around it, and the test
+kernels (kernels.ptx) where the tests and the benchmark look.
 """
 import os
 import pathlib
@@ -14,3 +15,7 @@ for sub in ('lib', 'include', 'support'):
     shutil.copytree(root / sub, dist / sub,
                     ignore=shutil.ignore_patterns('meson.build', '*.md'))
 shutil.copy2(root / 'LICENSE', dist / 'LICENSE')
+for rel in ('support/kernels.ptx', 'test/common/kernels.ptx'):
+    if (root / rel).exists():
+        shutil.copy2(root / rel, dist / 'kernels.ptx')
+        break
