@@ -98,6 +98,61 @@ if [ "$napi" = enabled ] && command -v npm >/dev/null; then
 fi
 # ---- end of the Node.js block
 
+# ---- Python package (bindings/python, owned with bindings/python) ---------
+# Debian's python3 (uvloop, meson-python and pytest are its packages; a
+# python3 earlier on PATH may not see them). The package is built offline
+# both ways: `pip install bindings/python` into one venv, a wheel into
+# another; the pytest suites run on the wheel's install, on stock asyncio and
+# uvloop, against this build's simulated driver; mypy --strict checks the
+# package and the benchmark, pycodestyle (PEP 8, 99 columns) the Python
+# files; the HTTP benchmark's quick run proves it works (simulation, not a
+# GPU measurement).
+py_need=()
+for p in python3-mesonpy python3-pytest python3-uvloop python3-dev python3-venv \
+         python3-pip mypy python3-pycodestyle; do
+  dpkg -s "$p" >/dev/null 2>&1 || py_need+=("$p")
+done
+if ((${#py_need[@]})); then
+  if [ "$(id -u)" != 0 ]; then echo "missing: ${py_need[*]} (run as root to install)" >&2; exit 1; fi
+  apt-get update -qq
+  apt-get install -y -qq "${py_need[@]}" >/dev/null
+fi
+pyci=$(readlink -f "$build")/python
+rm -rf "$pyci"
+/usr/bin/python3 -m venv --system-site-packages "$pyci/venv-src"
+/usr/bin/python3 -m venv --system-site-packages "$pyci/venv-wheel"
+"$pyci/venv-src/bin/pip" install -q --no-index --no-build-isolation --no-deps bindings/python
+"$pyci/venv-wheel/bin/pip" wheel -q --no-index --no-build-isolation --no-deps \
+  --config-settings=setup-args=--werror bindings/python -w "$pyci/dist"
+"$pyci/venv-wheel/bin/pip" install -q --no-index --no-deps "$pyci"/dist/uvcuda-*-abi3-*.whl
+(cd bindings/python && MYPYPATH=src mypy --strict --cache-dir "$pyci/mypy-cache" src/uvcuda bench)
+(cd bindings/python && /usr/bin/python3 -m pycodestyle --max-line-length=99 src bench tests tools)
+py_sim="$(readlink -f "$build")/test/sim/libsimcuda.so"
+if [ -f "$py_sim" ]; then
+  (cd "$pyci" && UVCUDA_LIBCUDA="$py_sim" venv-src/bin/python -c \
+    'import uvcuda; print("uvcuda", uvcuda.__version__, uvcuda.driver_info()["simulated"])')
+  (cd bindings/python && UVCUDA_LIBCUDA="$py_sim" "$pyci/venv-wheel/bin/python" -m pytest \
+    -q -p no:cacheprovider -o faulthandler_timeout=300 tests)
+  (cd bindings/python/bench && UVCUDA_LIBCUDA="$py_sim" "$pyci/venv-wheel/bin/python" run.py --quick)
+  if [ "${UVCUDA_CI_SANITIZE:-1}" = 1 ]; then
+    # The extension under ASan+UBSan (CPython itself is not instrumented:
+    # the runtimes are preloaded, leak detection off; tracemalloc-based leak
+    # tests run in the suite).
+    meson setup "$pyci/asan" bindings/python -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dbuildtype=debug >/dev/null
+    meson compile -C "$pyci/asan" >/dev/null
+    mkdir -p "$pyci/asan-site/uvcuda"
+    cp bindings/python/src/uvcuda/* "$pyci/asan/"_uvcuda*.so "$pyci/asan-site/uvcuda/"
+    (cd bindings/python && LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)" \
+      ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      PYTHONPATH="$pyci/asan-site" UVCUDA_LIBCUDA="$py_sim" /usr/bin/python3 -m pytest \
+      -q -p no:cacheprovider -o faulthandler_timeout=600 tests)
+  fi
+else
+  echo "python: no simulated driver in $build (CUDA Toolkit headers missing): tests skipped"
+fi
+# ---- end of the Python block
+
 # The same suites under ASan+UBSan, TSan and valgrind (C tests only: the
 # Node suite runs node itself, which is not ours to instrument). The
 # lifecycle fuzzer (suite sim) runs in every pass; the short soak is left
