@@ -232,7 +232,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       ;;
     --python)
       if [ -x bindings/python/run-gpu.sh ]; then
-        timeout 300 bindings/python/run-gpu.sh "$B" "$OUT" || status=1
+        OUT=$OUT timeout "${PY_TIMEOUT:-280}" bindings/python/run-gpu.sh || status=1
       else
         echo "python: bindings/python/run-gpu.sh is missing"
       fi
