@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "simprobe.h"
+
 drvtab_t cu;
 PyObject *error_class;
 PyObject *ready_func;
@@ -154,7 +156,7 @@ static PyObject *py_driver_info(PyObject *m, PyObject *unused) {
       "memops32", info.memops32 ? Py_True : Py_False, "memops64",
       info.memops64 ? Py_True : Py_False, "host_task_sync",
       info.host_task_sync ? Py_True : Py_False, "simulated",
-      info.simulated ? Py_True : Py_False);
+      support_driver_is_simulation() ? Py_True : Py_False);
 }
 
 static PyObject *py_device_count(PyObject *m, PyObject *unused) {
