@@ -204,7 +204,7 @@ UVCUDA_EXTERN int uvcuda_completion_parse(const char *name,
  * budget of 0 predicts nothing.
  * ADAPTIVE turns it
  * on, NO_ADAPTIVE off; with neither, env UVCUDA_ADAPTIVE ("1"/"0"), else
- * off. Both: UVCUDA_EINVAL. */
+ * on. Both: UVCUDA_EINVAL. */
 #define UVCUDA_OPT_ADAPTIVE 0x4u
 #define UVCUDA_OPT_NO_ADAPTIVE 0x8u
 

@@ -49,7 +49,7 @@ static int pick(int32_t v, int32_t dflt, int32_t lo, int32_t hi, uint64_t *ns) {
 
 /* UVCUDA_OPT_ADAPTIVE / NO_ADAPTIVE, else the environment, else the
  * default (docs/api.md says which and why). */
-#define UVCUDA__ADAPTIVE_DEFAULT 0
+#define UVCUDA__ADAPTIVE_DEFAULT 1
 static int resolve_adaptive(uint32_t flags, int *out) {
   const char *env;
   uint32_t both = UVCUDA_OPT_ADAPTIVE | UVCUDA_OPT_NO_ADAPTIVE;

@@ -69,7 +69,7 @@ static void assert_some_prewake(const uvcuda_stats_t *s) {
 
 /* ---- the switch ---- */
 
-static void adaptive_is_off_unless_asked(void **state) {
+static void adaptive_is_on_unless_told(void **state) {
   tu_fx_t *fx = tu_fx(state);
   uvcuda_options_t o;
   uv_loop_t uv;
@@ -78,7 +78,7 @@ static void adaptive_is_off_unless_asked(void **state) {
 
   unsetenv("UVCUDA_ADAPTIVE");
   e = tu_fx_open(fx, NULL);
-  assert_int_equal(uvcuda_loop_adaptive(&e->ul), 0);
+  assert_int_not_equal(uvcuda_loop_adaptive(&e->ul), 0); /* the default */
   tu_fx_close(e);
   e = open_adaptive(fx, UVCUDA_COMPLETION_AUTO, UVCUDA_OPT_ADAPTIVE, -1);
   assert_int_not_equal(uvcuda_loop_adaptive(&e->ul), 0);
@@ -789,7 +789,7 @@ static void the_loop_sleeps_after_a_prewake(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest common[] = {
-      CASE(adaptive_is_off_unless_asked, UVCUDA_COMPLETION_AUTO),
+      CASE(adaptive_is_on_unless_told, UVCUDA_COMPLETION_AUTO),
       CASE(hostfn_and_poll_are_left_as_they_are, UVCUDA_COMPLETION_AUTO),
   };
   const struct CMUnitTest auto_tests[] = {CASES(UVCUDA_COMPLETION_AUTO)};

@@ -239,7 +239,7 @@ static void options_resolve_as_loop_init(void **state) {
   assert_int_equal(r.reactor_yield_us, 0);
   assert_int_equal(r.reactor_sleep_max_us, 1000);
   assert_int_equal(r.reactor_backoff_pct, 5);
-  assert_int_equal(r.flags, UVCUDA_OPT_NO_ADAPTIVE);
+  assert_int_equal(r.flags, UVCUDA_OPT_ADAPTIVE); /* on by default */
   setenv("UVCUDA_COMPLETION", "poll", 1);
   setenv("UVCUDA_SPIN_BUDGET_US", "7", 1);
   setenv("UVCUDA_ADAPTIVE", "1", 1);

@@ -106,7 +106,7 @@ export interface ConfigureOptions {
   probeIntervalUs?: number | undefined;
   /** Record start -> callback latencies in stats().latencyHistogram. */
   latencyHistogram?: boolean | undefined;
-  /** Adaptive spin and pre-wake (default: $UVCUDA_ADAPTIVE, else off). */
+  /** Adaptive spin and pre-wake (default: $UVCUDA_ADAPTIVE, else on). */
   adaptive?: boolean | undefined;
 }
 

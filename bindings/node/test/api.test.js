@@ -354,9 +354,8 @@ test('each completion strategy gives the right bytes', async () => {
   }
 });
 
-test('configure({ adaptive }) predicts repeated work, one await at a time', async () => {
+test('adaptive spin (the default) predicts repeated work, one await at a time', async () => {
   const res = await runChild(`
-    uvcuda.configure({ adaptive: true });
     const k = common.setup();
     const s = k.dev.createStream();
     (async () => {
@@ -370,6 +369,7 @@ test('configure({ adaptive }) predicts repeated work, one await at a time', asyn
   assert.equal(res.status, 0, res.stderr);
   assert.deepEqual(lastJson(res), { adaptive: true, predicted: true, counted: true, done: 12 });
   const off = await runChild(`
+    uvcuda.configure({ adaptive: false });
     const k = common.setup();
     const st = uvcuda.stats();
     console.log(JSON.stringify({ adaptive: st.adaptive, predicted: st.predicted }));`,

@@ -496,8 +496,8 @@ test('stats() is not a GPU call: zeros and the settings to come; configure() sti
     });`, { env: plainEnv });
   assert.equal(res.status, 0, res.stderr);
   assert.deepEqual(lastJson(res), {
-    started: 0, completion: 'auto', adaptive: false, spin: 20000, pending: 0,
-    c1: 'hostfn', spin1: 5000, a1: false,
+    started: 0, completion: 'auto', adaptive: true, spin: 20000, pending: 0,
+    c1: 'hostfn', spin1: 5000, a1: true,
     c2: 'hostfn', started2: 1, resolved2: 1, late: 'EBUSY',
   });
 });
@@ -510,12 +510,12 @@ test('configure() reads options with plain gets, and options left out take their
     out.proxy = uvcuda.stats().spinBudgetNs;
     // Each call sets every option: one left out goes back to its default.
     uvcuda.configure({ spinBudgetUs: 7 });
-    uvcuda.configure({ adaptive: true });
+    uvcuda.configure({ adaptive: false });
     out.spin = uvcuda.stats().spinBudgetNs;
     out.adaptive = uvcuda.stats().adaptive;
     console.log(JSON.stringify(out));`, { env: plainEnv });
   assert.equal(res.status, 0, res.stderr);
-  assert.deepEqual(lastJson(res), { proxy: 5000, spin: 20000, adaptive: true });
+  assert.deepEqual(lastJson(res), { proxy: 5000, spin: 20000, adaptive: false });
 });
 
 // Each call sets every option, a left-out one taking its default: an
@@ -525,7 +525,7 @@ test('configure() reads options with plain gets, and options left out take their
 test('configure() and configure(undefined) set every option to its default', async () => {
   const res = await runChild(`
     const out = {};
-    uvcuda.configure({ spinBudgetUs: 7, adaptive: true, completion: 'poll' });
+    uvcuda.configure({ spinBudgetUs: 7, adaptive: false, completion: 'poll' });
     out.returns = uvcuda.configure();
     out.bare = [uvcuda.stats().spinBudgetNs, uvcuda.stats().adaptive, uvcuda.stats().completion];
     uvcuda.configure({ spinBudgetUs: 7 });
@@ -541,7 +541,7 @@ test('configure() and configure(undefined) set every option to its default', asy
     });`, { env: plainEnv });
   assert.equal(res.status, 0, res.stderr);
   assert.deepEqual(lastJson(res), {
-    bare: [20000, false, 'auto'], undef: 20000,
+    bare: [20000, true, 'auto'], undef: 20000,
     null: 'ERR_INVALID_ARG_TYPE', 1: 'ERR_INVALID_ARG_TYPE', x: 'ERR_INVALID_ARG_TYPE',
     '() => {}': 'ERR_INVALID_ARG_TYPE', late: 'EBUSY',
   });
