@@ -48,6 +48,9 @@ typedef struct {
   bench_opts_t opt;
   drvtab_t cu; /* the driver entry points (setup.c) */
   uvcuda_driver_info_t info;
+  /* Room for an older library's larger uvcuda_driver_info_t: the A/B
+   * scripts run this bench against the last release's library too. */
+  char info_room[64];
   int sim;
   const char *tag; /* "" or " [simulation, not a GPU measurement]" */
   CUdevice dev;

@@ -40,10 +40,10 @@ extern "C" {
 # define UVCUDA_EXTERN /* nothing */
 #endif
 
-/* The version of this header. Soname libuvcuda.so.0.1: while the major
+/* The version of this header. Soname libuvcuda.so.0.2: while the major
  * version is 0, a minor release may change the ABI. */
 #define UVCUDA_VERSION_MAJOR 0
-#define UVCUDA_VERSION_MINOR 1
+#define UVCUDA_VERSION_MINOR 2
 #define UVCUDA_VERSION_PATCH 0
 #define UVCUDA_VERSION_HEX ((UVCUDA_VERSION_MAJOR << 16) | \
                             (UVCUDA_VERSION_MINOR << 8) | UVCUDA_VERSION_PATCH)

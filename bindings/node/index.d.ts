@@ -359,7 +359,7 @@ export class Kernel {
   readonly module: Module;
 }
 
-/** uvcuda's version, e.g. '0.1.0': the C library's, from the loaded addon. */
+/** uvcuda's version, e.g. '0.2.0': the C library's, from the loaded addon. */
 export const version: string;
 
 /** For addons built on uvcuda's C API, in their binding.gyp: the directory

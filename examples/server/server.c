@@ -1219,7 +1219,13 @@ static void gpu_cleanup(void) {
 }
 
 static int driver_setup(void) {
-  uvcuda_driver_info_t info;
+  /* Room for an older library's larger struct (bench/ab-server.sh runs
+   * this server against the last release's library too). */
+  union {
+    uvcuda_driver_info_t info;
+    char room[256];
+  } u;
+  uvcuda_driver_info_t *ip = &u.info;
   int err;
   /* No GPU driver installed: use the simulation, and say so. */
   if (getenv("UVCUDA_LIBCUDA") == NULL) {
@@ -1229,14 +1235,14 @@ static int driver_setup(void) {
     else setenv("UVCUDA_LIBCUDA", UVCUDA_SIMCUDA_PATH, 1);
 #endif
   }
-  if ((err = uvcuda_driver_info(&info)) != 0) {
+  if ((err = uvcuda_driver_info(ip)) != 0) {
     logf_("no CUDA driver: %s (%s)", uvcuda_strerror(err),
           uvcuda_driver_dlerror() ? uvcuda_driver_dlerror() : "");
     return -1;
   }
   S.simulated = support_driver_is_simulation();
   if (opt.require_gpu && S.simulated) {
-    logf_("--require-gpu: the loaded driver is the simulation (%s)", info.path);
+    logf_("--require-gpu: the loaded driver is the simulation (%s)", ip->path);
     return -3;
   }
   return resolve_driver();
