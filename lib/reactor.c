@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -474,6 +475,13 @@ void uvcuda__reactor_take_fired(struct uvcuda__rclient *c,
 }
 
 void uvcuda__reactor_usage(struct uvcuda__reactor_usage *u) {
+  /* In a child forked after the load the reactor stayed behind, and its
+   * lock may have been held at the fork: nothing to read, nothing to wait
+   * for. */
+  if (uvcuda__driver_forked()) {
+    memset(u, 0, sizeof(*u));
+    return;
+  }
   pthread_once(&once, init_once);
   lock_loopside();
   *u = used;

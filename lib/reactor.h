@@ -76,7 +76,8 @@ void uvcuda__reactor_sync_end(struct uvcuda__rclient *c);
 void uvcuda__reactor_take_fired(struct uvcuda__rclient *c,
                                 struct uvcuda__queue *out);
 
-/* The process's reactor costs so far. Any thread. */
+/* The process's reactor costs so far (zeros in a child forked after the
+ * load: the reactor did not follow). Any thread. */
 void uvcuda__reactor_usage(struct uvcuda__reactor_usage *u);
 
 int uvcuda__reactor_running(void); /* tests: the thread exists */

@@ -420,7 +420,11 @@ static int c_forked_child(void *arg) {
   CHECK(uvcuda_loop_close(&k->ul, NULL) == UVCUDA_EFORKED);
   CHECK(uvcuda_future_state(&k->pending) == UVCUDA_FUTURE_ARMED);
   CHECK(uvcuda_future_is_active(&k->pending));
+  /* Its counters as they were; the reactor's, which stayed behind, read
+   * 0, and reading them never waits for its lock (held at the fork,
+   * maybe). */
   CHECK(uvcuda_loop_stats(&k->ul, &st) == 0 && st.started == 1);
+  CHECK(st.reactor_polls == 0 && st.reactor_sleeps == 0 && st.reactor_cpu_ns == 0);
   /* Running the parent's loops calls nothing of the parent's; one whose
    * idle handle was busy (POLL) stops polling and lets its loop end. */
   CHECK(uv_loop_fork(&k->uv) == 0);
