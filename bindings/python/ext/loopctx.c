@@ -477,19 +477,21 @@ static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
                            "reactor_spin_us",
                            "reactor_yield_us",
                            "reactor_sleep_max_us",
+                           "reactor_backoff_pct",
                            NULL};
   PyObject *loop, *cap = Py_None, *spin = Py_None, *adaptive = Py_None,
                   *probe = Py_None, *rspin = Py_None, *ryield = Py_None,
-                  *rsleep = Py_None;
+                  *rsleep = Py_None, *rpct = Py_None;
   const char *completion = NULL;
   int hist = 0, timing = 0, err;
   uvcuda_options_t opts;
   uv_loop_t *uv;
   ctxobj *c;
 
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$zOOppOOOO", kwlist, &loop,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$zOOppOOOOO", kwlist, &loop,
                                    &cap, &completion, &spin, &adaptive, &hist,
-                                   &timing, &probe, &rspin, &ryield, &rsleep))
+                                   &timing, &probe, &rspin, &ryield, &rsleep,
+                                   &rpct))
     return NULL;
   uvcuda_options_init(&opts);
   if (completion != NULL &&
@@ -509,7 +511,9 @@ static PyObject *ctx_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
       opt_int(ryield, "reactor_yield_us", 0, 10000000,
               &opts.reactor_yield_us) != 0 ||
       opt_int(rsleep, "reactor_sleep_max_us", 1, 100000,
-              &opts.reactor_sleep_max_us) != 0)
+              &opts.reactor_sleep_max_us) != 0 ||
+      opt_int(rpct, "reactor_backoff_pct", 1, 100, &opts.reactor_backoff_pct) !=
+          0)
     return NULL;
   if (adaptive != Py_None) {
     int on = PyObject_IsTrue(adaptive);

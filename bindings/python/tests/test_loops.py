@@ -295,6 +295,32 @@ def test_uvloop_with_another_libuv_is_refused() -> None:
 
 
 @pytest.mark.sim
+@needs_uvloop
+def test_uvloop_with_another_libuv_falls_back_to_embedded(
+        monkeypatch: pytest.MonkeyPatch, dev: uvcuda.Device) -> None:
+    """On a uvloop that does not share this extension's libuv (PyPI's
+    wheels), the default attach is the embedded loop, and awaits work;
+    mode='uvloop' asked for explicitly is refused. Modelled by a uvloop
+    module that reports another libuv version."""
+    import uvloop
+    import uvloop.loop
+    monkeypatch.setattr(uvloop.loop, 'libuv_get_version', lambda: 0x012f00)
+    loop = uvloop.new_event_loop()
+    try:
+        with pytest.raises(RuntimeError, match='embedded'):
+            uvcuda.attach(loop, mode='uvloop')
+
+        async def main() -> bool:
+            s = dev.create_stream()
+            await uvcuda.ready(s)
+            return bool(uvcuda.stats()['embedded'])
+
+        assert loop.run_until_complete(main()) is True
+    finally:
+        loop.close()
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize('kind', ['asyncio', pytest.param('uvloop', marks=needs_uvloop)])
 def test_frees_never_hold_the_loop(kind: str) -> None:
     """cuMemFree and cuModuleUnload wait for every stream of the context:

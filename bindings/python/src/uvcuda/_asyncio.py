@@ -157,7 +157,8 @@ def attach(loop: Optional[asyncio.AbstractEventLoop] = None, *,
            probe_interval_us: Optional[int] = None,
            reactor_spin_us: Optional[int] = None,
            reactor_yield_us: Optional[int] = None,
-           reactor_sleep_max_us: Optional[int] = None) -> None:
+           reactor_sleep_max_us: Optional[int] = None,
+           reactor_backoff_pct: Optional[int] = None) -> None:
     """Makes ``loop``'s uvcuda context now, with options.
 
     ``loop`` defaults to the running loop. The calling thread becomes the
@@ -171,7 +172,8 @@ def attach(loop: Optional[asyncio.AbstractEventLoop] = None, *,
     ``'hostfn-block'``, ``'poll'``), ``spin_budget_us`` (0..1000000),
     ``adaptive``, ``latency_histogram`` (``stats()['latency_hist']``),
     ``timing``, ``probe_interval_us`` (50..2000), ``reactor_spin_us``,
-    ``reactor_yield_us``, ``reactor_sleep_max_us``; ``None`` takes the
+    ``reactor_yield_us``, ``reactor_sleep_max_us``,
+    ``reactor_backoff_pct`` (1..100); ``None`` takes the
     default (the environment's ``UVCUDA_COMPLETION``,
     ``UVCUDA_SPIN_BUDGET_US``, ``UVCUDA_ADAPTIVE``, else uvcuda's).
     Raises ``RuntimeError`` if the loop has a context already or is closed.
@@ -187,7 +189,17 @@ def attach(loop: Optional[asyncio.AbstractEventLoop] = None, *,
                        probe_interval_us=probe_interval_us,
                        reactor_spin_us=reactor_spin_us,
                        reactor_yield_us=reactor_yield_us,
-                       reactor_sleep_max_us=reactor_sleep_max_us)
+                       reactor_sleep_max_us=reactor_sleep_max_us,
+                       reactor_backoff_pct=reactor_backoff_pct)
+
+
+def _shares_libuv() -> bool:
+    mod = sys.modules['uvloop.loop']
+    try:
+        _uvcuda._check_libuv(mod.__file__, mod.libuv_get_version())
+    except RuntimeError:
+        return False
+    return True
 
 
 def _attach_locked(loop: asyncio.AbstractEventLoop, mode: Optional[str],
@@ -195,7 +207,10 @@ def _attach_locked(loop: asyncio.AbstractEventLoop, mode: Optional[str],
     if loop.is_closed():
         raise RuntimeError('uvcuda: the loop is closed')
     if mode is None:
-        mode = 'uvloop' if _is_uvloop(loop) else 'embedded'
+        # uvloop's own uv_loop_t where uvloop shares uvcuda's libuv; a
+        # uvloop with a libuv of its own (PyPI's wheels) gets the embedded
+        # loop, as stock asyncio does: same semantics, a wake-up more.
+        mode = 'uvloop' if _is_uvloop(loop) and _shares_libuv() else 'embedded'
     if mode == 'uvloop':
         if not _is_uvloop(loop):
             raise ValueError(f"mode='uvloop' needs a uvloop loop, "

@@ -130,7 +130,8 @@ class LoopContext:
                 probe_interval_us: Optional[int] = ...,
                 reactor_spin_us: Optional[int] = ...,
                 reactor_yield_us: Optional[int] = ...,
-                reactor_sleep_max_us: Optional[int] = ...) -> 'LoopContext': ...
+                reactor_sleep_max_us: Optional[int] = ...,
+                reactor_backoff_pct: Optional[int] = ...) -> 'LoopContext': ...
     def start(self, stream: object, op: Optional[Callable[[], Any]],
               future: object, device: int) -> Pending: ...
     def set_pump(self, call_soon: Callable[..., Any],
