@@ -37,6 +37,7 @@ typedef struct {
   int samples, warmup;
   int probe_us;                      /* uvcuda loops' probe_interval_us */
   int rspin_us, ryield_us, rsleep_us; /* reactor back-off (-1: default) */
+  int rbackoff_pct;                  /* reactor_backoff_pct (-1: default) */
   int gap_us;                        /* idle time between two samples */
   int contexts;                      /* contexts of the scaling section */
   const char *csv;

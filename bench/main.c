@@ -21,7 +21,8 @@
 
 bench_t bench = {
     .opt = {.samples = 1000, .warmup = 100, .probe_us = -1, .rspin_us = -1,
-            .ryield_us = -1, .rsleep_us = -1, .gap_us = 0, .contexts = NXCTX},
+            .ryield_us = -1, .rsleep_us = -1, .rbackoff_pct = -1, .gap_us = 0,
+            .contexts = NXCTX},
     .tag = "",
     .nxctx = 1,
     .section = "setup",
@@ -57,7 +58,8 @@ static void usage(FILE *to) {
           "N/10 up to 100 warm-up)\n"
           "  --probe-us N   uvcuda loops' fault probe interval (50..2000; "
           "default: the library's)\n"
-          "  --reactor-spin-us N, --reactor-yield-us N, --reactor-sleep-max-us N\n"
+          "  --reactor-spin-us N, --reactor-yield-us N,\n"
+          "  --reactor-sleep-max-us N, --reactor-backoff-pct N\n"
           "                 uvcuda loops' reactor back-off (default: the "
           "library's)\n"
           "  --gap-us N     idle time between two samples (default 0)\n"
@@ -126,6 +128,7 @@ static const struct {
     {"--reactor-spin-us", 1, NULL, &bench.opt.rspin_us, 0, 1000000},
     {"--reactor-yield-us", 1, NULL, &bench.opt.ryield_us, 0, 10000000},
     {"--reactor-sleep-max-us", 1, NULL, &bench.opt.rsleep_us, 1, 100000},
+    {"--reactor-backoff-pct", 1, NULL, &bench.opt.rbackoff_pct, 1, 100},
     {"--help", 0, help, NULL, 0, 0},
     {"-h", 0, help, NULL, 0, 0},
 };

@@ -54,6 +54,7 @@ static int uvcuda_open(run_t *r) {
   o.reactor_spin_us = bench.opt.rspin_us;
   o.reactor_yield_us = bench.opt.ryield_us;
   o.reactor_sleep_max_us = bench.opt.rsleep_us;
+  o.reactor_backoff_pct = bench.opt.rbackoff_pct;
   o.flags |= r->m->flags;
   if (uvcuda_future_timing == NULL) r->timing = 0;
   if (r->timing) o.flags |= UVCUDA_OPT_TIMING;
