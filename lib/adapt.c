@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #ifdef __linux__
-#include <sys/timerfd.h>
-
 #include "timerfd.h"
 #endif
 
@@ -37,7 +35,7 @@ int uvcuda__adapt_init(struct uvcuda__adapt *a, uv_loop_t *uv, int on,
   uvcuda__queue_init(&a->hot);
   if (!on) return 0;
 #ifdef __linux__
-  a->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  a->fd = uvcuda__timerfd_open();
   if (a->fd < 0) /* out of memory or descriptors: a resource, not a mode */
     return errno == ENOMEM || errno == EMFILE || errno == ENFILE
                ? UVCUDA_ENOMEM
