@@ -320,9 +320,10 @@ napi_value uvn_res_made(napi_env env, struct uvn_res *r, int cr, const char *pro
                         napi_value owner) {
   napi_value obj;
   if (cr != CUDA_SUCCESS) {
+    /* Before the discard, which frees r and its hold on the device. */
+    uvn_fault_after_error(r->dev, UVCUDA_ECUDA(cr));
     r->destroyed = 1;
     uvn_res_discard(env, r);
-    uvn_fault_after_error(r->dev, UVCUDA_ECUDA(cr));
     return uvn_throw_cu(env, (CUresult)cr);
   }
   if (uvn_res_wrap_new(env, r, &obj) != napi_ok) {

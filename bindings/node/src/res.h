@@ -76,7 +76,8 @@ const char *uvn_class_name(int kind);
 struct uvn_res *uvn_res_new(struct uvn_env *ue, const struct uvn_class *cls, size_t size,
                             struct uvn_dev *d, uint64_t gen);
 /* Drops a res that never got its wrapper (creation failed half way); set
- * `destroyed` first where there is no CUDA object to destroy. */
+ * `destroyed` first where there is no CUDA object to destroy. r (and its
+ * reference on the device) may be gone on return. */
 void uvn_res_discard(napi_env env, struct uvn_res *r);
 /* Wraps r in a new instance of its class. */
 napi_status uvn_res_wrap_new(napi_env env, struct uvn_res *r, napi_value *out);

@@ -700,6 +700,35 @@ test('failures injected in the driver surface as named errors', async () => {
     alloc: 'CUDA_ERROR_OUT_OF_MEMORY', copy: 'CUDA_ERROR_INVALID_VALUE', after: 'ok' });
 });
 
+test('an object the driver refuses to make is freed once, after its error is read', async () => {
+  // A refused module or allocation checks the device's health after
+  // the failure; glibc told to fill freed memory at once (no per-thread
+  // cache) makes a read of the freed object crash the child instead of
+  // passing by luck.
+  const res = await runChild(`
+    const k = common.setup();
+    const out = { module: [], alloc: [] };
+    for (let i = 0; i < 20; i++) {
+      try { k.dev.loadModule('this is not PTX'); } catch (e) { out.module.push(e.code); }
+    }
+    for (let i = 0; i < 3; i++) {
+      try { k.dev.alloc(16); } catch (e) { out.alloc.push(e.code); }
+    }
+    k.dev.createStream().fence().then(() => {
+      out.health = k.dev.health;
+      console.log(JSON.stringify(out));
+    });`,
+  { env: { GLIBC_TUNABLES: 'glibc.malloc.tcache_count=0', MALLOC_PERTURB_: '50',
+           SIMCUDA_FAIL: 'cuMemAlloc=CUDA_ERROR_OUT_OF_MEMORY:3' } });
+  assert.equal(res.signal, null, res.stderr);
+  assert.equal(res.status, 0, res.stderr);
+  assert.deepEqual(lastJson(res), {
+    module: new Array(20).fill('CUDA_ERROR_INVALID_IMAGE'),
+    alloc: new Array(3).fill('CUDA_ERROR_OUT_OF_MEMORY'),
+    health: 'healthy',
+  });
+});
+
 test('a device fault rejects pending and later work with CUDA_ERROR_ILLEGAL_ADDRESS', async () => {
   // In a child: the fault is sticky for the process's context.
   const res = await runChild(`
