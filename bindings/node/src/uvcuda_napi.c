@@ -80,10 +80,13 @@ static int foreign_thread(const struct napi_state *st) {
   return st->magic == ENV_MAGIC && !pthread_equal(st->thread, pthread_self());
 }
 
+static struct napi_state *dead_of(napi_env env);
+
 /* The same, from env alone: reading the instance data slot does not enter
- * V8. */
+ * V8. An env being torn down on this thread is this thread's. */
 static int off_thread(napi_env env) {
   void *p = NULL;
+  if (dead_of(env) != NULL) return 0;
   if (napi_get_instance_data(env, &p) != napi_ok || p == NULL) return 0;
   return foreign_thread(p);
 }
@@ -236,12 +239,15 @@ static void make_resident(void) {
 
 /* ---- per-env state ----------------------------------------------------- */
 
-/* While Node finalizes the env's instance data, and after, the slot reads
- * NULL: a helper call from the user's finalizer (or from a napi_wrap
- * finalizer Node runs later) would take the env for a fresh one and set
- * instance data on a dying env (a double free). So the finalized state
- * stays the thread's until it exits: an env runs on one thread (the main
- * one, or its worker's), which runs no other env after it. */
+/* Once Node has finalized the env's instance data, its slot cannot be
+ * read: Node 20 deletes the reference that holds it and still reads
+ * through it (freed memory: NULL, a stale pointer or garbage). A helper
+ * call from the user's finalizer, or from a napi_wrap finalizer Node runs
+ * later, must neither read it nor take the env for a fresh one (setting
+ * instance data on a dying env: a double free). So the finalized state
+ * stays the thread's until it exits, and every read of the slot asks it
+ * first: an env runs on one thread (the main one, or its worker's), which
+ * runs no other env after it. */
 static pthread_once_t dead_once = PTHREAD_ONCE_INIT;
 static pthread_key_t dead_key;
 static int dead_key_ok;
@@ -287,11 +293,11 @@ static napi_status state_get(napi_env env, struct napi_state **out) {
 
   if (env == NULL || out == NULL) return napi_invalid_arg;
   pthread_once(&resident_once, make_resident);
-  if ((s = napi_get_instance_data(env, &p)) != napi_ok) return s;
-  if (p == NULL && (st = dead_of(env)) != NULL) { /* being torn down */
+  if ((st = dead_of(env)) != NULL) { /* being torn down: not the slot */
     *out = st;
     return napi_ok;
   }
+  if ((s = napi_get_instance_data(env, &p)) != napi_ok) return s;
   if (p != NULL) {
     st = p;
     /* Nothing can be thrown from another thread. */
@@ -496,8 +502,9 @@ napi_status uvcuda_napi_get_data(napi_env env, void **data) {
 
 int uvcuda_napi_closing(napi_env env) {
   void *p = NULL;
-  if (env == NULL || napi_get_instance_data(env, &p) != napi_ok) return 0;
-  if (p == NULL) return dead_of(env) != NULL;
+  if (env == NULL) return 0;
+  if (dead_of(env) != NULL) return 1;
+  if (napi_get_instance_data(env, &p) != napi_ok || p == NULL) return 0;
   if (((struct napi_state *)p)->magic != ENV_MAGIC) return 0;
   if (foreign_thread(p)) return 1; /* nothing may be started from there */
   return ((struct napi_state *)p)->closing;
