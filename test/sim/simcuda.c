@@ -787,9 +787,10 @@ static void *host_thread_main(void *arg) {
     if (op->kind == OP_CALLBACK) {
       op->u.host.cb(op->u.host.handle, status, op->u.host.ud);
     } else {
-      op->u.host.fn(op->u.host.ud);
+      /* Counted first: what the function wakes may read the counts. */
       ABUMP(&g_hostfn_runs);
       if (op->u.host.v2) ABUMP(&g_hostfn_v2_runs[op->u.host.mode]);
+      op->u.host.fn(op->u.host.ud);
     }
     LOCK();
     job->done = true;

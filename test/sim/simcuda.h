@@ -113,12 +113,14 @@ SIMCUDA_API CUresult simcuda_enqueue_work(CUstream s, uint64_t ns);
  * context into the sticky error `code` (e.g. CUDA_ERROR_ILLEGAL_ADDRESS). */
 SIMCUDA_API CUresult simcuda_enqueue_fault(CUstream s, CUresult code);
 
-/* Host functions (cuLaunchHostFunc and cuLaunchHostFunc_v2) run so far.
+/* Host functions (cuLaunchHostFunc and cuLaunchHostFunc_v2) run so far,
+ * each counted as it starts (what it wakes sees it counted).
  * cuStreamAddCallback callbacks are not counted. */
 SIMCUDA_API uint64_t simcuda_hostfn_count(void);
 
 /* cuLaunchHostFunc_v2 functions run so far with the given sync mode
- * (SIMCUDA_HOST_TASK_BLOCKING or SIMCUDA_HOST_TASK_SPINWAIT). */
+ * (SIMCUDA_HOST_TASK_BLOCKING or SIMCUDA_HOST_TASK_SPINWAIT), counted
+ * as they start. */
 SIMCUDA_API uint64_t simcuda_hostfn_v2_count(int sync_mode);
 
 /* cuStreamWriteValue32/64 writes that actually landed. */

@@ -260,6 +260,14 @@ static void record_fn(void *ud) {
   r->ran++;
 }
 
+/* The counts as a host function sees them while it runs. */
+static uint64_t seen_v2_spin, seen_all;
+static void count_fn(void *ud) {
+  (void)ud;
+  seen_v2_spin = simcuda_hostfn_v2_count(SIMCUDA_HOST_TASK_SPINWAIT);
+  seen_all = simcuda_hostfn_count();
+}
+
 struct cb_rec {
   CUresult status;
   int ran;
@@ -765,6 +773,13 @@ static void test_version_gating(void) {
   CHECK(a.ran == 1 && b.ran == 1);
   CHECK(simcuda_hostfn_v2_count(SIMCUDA_HOST_TASK_SPINWAIT) == spin + 1);
   CHECK(simcuda_hostfn_v2_count(SIMCUDA_HOST_TASK_BLOCKING) == blk + 1);
+  /* A function is counted before it runs: whatever it wakes (a loop that
+   * then reads the count) sees it counted. */
+  uint64_t all = simcuda_hostfn_count();
+  OK(cu.LaunchHostFunc_v2(s, count_fn, NULL, SIMCUDA_HOST_TASK_SPINWAIT));
+  OK(cu.StreamSynchronize(s));
+  CHECK(seen_v2_spin == spin + 2);
+  CHECK(seen_all == all + 1);
   OK(cu.StreamDestroy(s));
   simcuda_set_driver_version(13000);
   CHECK(lookup("cuLaunchHostFunc_v2", 13000, &p) ==
