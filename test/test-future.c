@@ -6,8 +6,6 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1338,76 +1336,6 @@ static void loops_on_threads(void **state) {
   }
 }
 
-/* A loop closed on one thread frees descriptor numbers that a loop context
- * initialised on another thread, with nothing ordering the two (a relaxed
- * flag), takes again: the loop context's own descriptors are opened and
- * closed so that a race detector sees no close racing the other loop's
- * epoll_wait on the number it used to have (libuv closes its descriptors
- * unseen by TSan, and TSan does not see a timerfd made). */
-static atomic_int numbers_freed;
-
-static void *free_numbers(void *arg) {
-  uv_loop_t uv;
-  uv_async_t a;
-  int *errors = arg;
-  if (uv_loop_init(&uv) != 0 || uv_async_init(&uv, &a, NULL) != 0) {
-    (*errors)++;
-  } else {
-    uv_run(&uv, UV_RUN_NOWAIT); /* epoll_wait on this loop's descriptor */
-    uv_close((uv_handle_t *)&a, NULL);
-    uv_run(&uv, UV_RUN_DEFAULT);
-    if (uv_loop_close(&uv) != 0) (*errors)++;
-  }
-  atomic_store_explicit(&numbers_freed, 1, memory_order_relaxed);
-  return NULL;
-}
-
-static void *take_numbers(void *arg) {
-  thr_t *t = arg;
-  uv_loop_t uv;
-  uv_async_t a;
-  uvcuda_loop_t ul;
-  uvcuda_options_t o;
-  if (uv_loop_init(&uv) != 0 || uv_async_init(&uv, &a, NULL) != 0) {
-    t->errors++;
-    atomic_store_explicit(&numbers_freed, 1, memory_order_relaxed);
-    return NULL;
-  }
-  while (!atomic_load_explicit(&numbers_freed, memory_order_relaxed))
-    sched_yield();
-  uvcuda_options_init(&o);
-  o.completion = t->c; /* adaptive spin on: its timer's descriptor too */
-  if (uvcuda_loop_init(&uv, &ul, &o) != 0) {
-    t->errors++;
-  } else {
-    uv_run(&uv, UV_RUN_NOWAIT);
-    if (uvcuda_loop_close(&ul, NULL) != 0) t->errors++;
-  }
-  uv_close((uv_handle_t *)&a, NULL);
-  uv_run(&uv, UV_RUN_DEFAULT);
-  if (uv_loop_close(&uv) != 0) t->errors++;
-  t->done++;
-  return NULL;
-}
-
-static void loop_numbers_taken_again_across_threads(void **state) {
-  thr_t t;
-  int freer_errors = 0, i;
-  pthread_t th[2];
-  for (i = 0; i < 20; i++) {
-    memset(&t, 0, sizeof(t));
-    t.c = strategy_of(state);
-    atomic_store_explicit(&numbers_freed, 0, memory_order_relaxed);
-    assert_int_equal(pthread_create(&th[0], NULL, take_numbers, &t), 0);
-    assert_int_equal(pthread_create(&th[1], NULL, free_numbers, &freer_errors), 0);
-    pthread_join(th[0], NULL);
-    pthread_join(th[1], NULL);
-    assert_int_equal(t.errors, 0);
-    assert_int_equal(t.done, 1);
-  }
-  assert_int_equal(freer_errors, 0);
-}
-
 /* LOOP: setup opens loop 0 with strategy c and spin budget spin (us);
  * OWN: the case opens its own loops. Teardown closes what is left. */
 #define LOOP(fn, c, spin)                                                  \
@@ -1445,8 +1373,7 @@ static void loop_numbers_taken_again_across_threads(void **state) {
   LOOP(close_from_callback, c, 20),                     \
   LOOP(loop_close_never_waits_for_gpu_writes, c, 20),  \
   OWN(loops_closed_with_their_work_queued, c),          \
-  OWN(loops_on_threads, c),                            \
-  OWN(loop_numbers_taken_again_across_threads, c)
+  OWN(loops_on_threads, c)
 
 int main(int argc, char **argv) {
   const struct CMUnitTest auto_tests[] = {CASES(UVCUDA_COMPLETION_AUTO)};
