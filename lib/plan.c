@@ -47,3 +47,10 @@ uint64_t uvcuda__plan_floor(uint64_t lead_ns) {
   uint64_t f = 2 * lead_ns;
   return f > UVCUDA__PLAN_FLOOR_NS ? f : UVCUDA__PLAN_FLOOR_NS;
 }
+
+uint64_t uvcuda__plan_probe_gap(uint64_t interval, uint64_t waited,
+                                uint32_t pct) {
+  uint64_t gap = waited / 100u * pct;
+  if (gap > UVCUDA__PLAN_PROBE_MAX_NS) gap = UVCUDA__PLAN_PROBE_MAX_NS;
+  return gap > interval ? gap : interval;
+}

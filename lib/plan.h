@@ -33,6 +33,7 @@ struct uvcuda__plan_params {
 #define UVCUDA__PLAN_FLOOR_NS 20000u /* see uvcuda__plan_floor */
 #define UVCUDA__PLAN_LATE_INIT_NS 10000u
 #define UVCUDA__PLAN_LATE_MAX_NS 200000u
+#define UVCUDA__PLAN_PROBE_MAX_NS 100000000u /* see uvcuda__plan_probe_gap */
 
 /* The predicted window of w: [*open, *close) (both 0 without a
  * prediction). */
@@ -56,5 +57,15 @@ uint64_t uvcuda__plan_lead(const struct uvcuda__predict *late);
  * wake-up lateness buys no latency, only wake-ups; twice the lead, at
  * least UVCUDA__PLAN_FLOOR_NS. */
 uint64_t uvcuda__plan_floor(uint64_t lead_ns);
+
+/* The time from one fault probe to the next while the youngest watched
+ * wait has lasted `waited`: pct % of it, as the back-off's step, but never
+ * less than the probe interval nor more than UVCUDA__PLAN_PROBE_MAX_NS
+ * (or the interval, if longer). A fault stops a wait as surely as a late
+ * completion, so it is found within the same share of every wait, and a
+ * wait that never ends costs ever fewer probes (each one is driver
+ * calls, the dearest part of a wake-up). */
+uint64_t uvcuda__plan_probe_gap(uint64_t interval, uint64_t waited,
+                                uint32_t pct);
 
 #endif

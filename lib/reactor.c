@@ -4,11 +4,12 @@
  *
  * Each pass reads every armed counter and asks each watch's plan (plan.h)
  * when to look at it next; the reactor then sleeps until the earliest of
- * those looks and the next fault probe, waking its own lateness early (it
+ * those looks and the next fault probe (plan.h: the probe interval, or a
+ * share of the youngest wait if longer), waking its own lateness early (it
  * learns how late its timed waits come back), or polls on at once when
  * that look is closer than the lateness. An arm whose first look comes
  * before that wake-up wakes it. With only host-function watches it just
- * probes, every probe interval; with nothing watched it parks on its
+ * probes; with nothing watched it parks on its
  * bell (bell.h) until a watch is armed. The options' spin and yield
  * phases, off by default, busy-poll after each arm instead.
  *
@@ -229,16 +230,25 @@ static void ring_on_fault(void) {
   }
 }
 
-/* The most eager options among clients with watches; what they watch. */
+/* The most eager options among clients with watches; what they watch,
+ * and when the youngest of their waits began. */
 struct bounds {
-  uint64_t spin, yield, sleep_max, probe;
+  uint64_t spin, yield, sleep_max, probe, young;
   uint32_t pct;
   int mem, any;
 };
 
+static void youngest(const struct uvcuda__queue *h, uint64_t *young) {
+  const struct uvcuda__queue *q;
+  uvcuda__queue_foreach(q, h) {
+    if (watch_of(q)->since_ns > *young) *young = watch_of(q)->since_ns;
+  }
+}
+
 static void bounds(struct bounds *b) {
   struct uvcuda__queue *cq;
   b->spin = b->yield = b->sleep_max = b->probe = UINT64_MAX;
+  b->young = 0;
   b->pct = 100;
   b->mem = b->any = 0;
   uvcuda__queue_foreach(cq, &clients) {
@@ -247,6 +257,8 @@ static void bounds(struct bounds *b) {
     if (!m && uvcuda__queue_empty(&c->probed)) continue;
     b->mem |= m;
     b->any = 1;
+    youngest(&c->armed, &b->young);
+    youngest(&c->probed, &b->young);
     if (c->spin_ns < b->spin) b->spin = c->spin_ns;
     if (c->yield_ns < b->yield) b->yield = c->yield_ns;
     if (c->sleep_max_ns < b->sleep_max) b->sleep_max = c->sleep_max_ns;
@@ -281,7 +293,7 @@ static uint64_t own_cpu_ns(void) {
 static void reactor_main(void *arg) {
   struct rthread *me = arg;
   struct bounds b;
-  uint64_t next_probe, now, next, deadline;
+  uint64_t last_probe, next_probe, now, next, deadline;
   int self_free, slept = 0;
 
 #if defined(__GLIBC__)
@@ -293,7 +305,7 @@ static void reactor_main(void *arg) {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 #endif
   pthread_mutex_lock(&mu);
-  next_probe = 0; /* a probe interval after the first pass */
+  last_probe = 0; /* a probe interval after the first pass */
   while (me == cur) {
     ring_on_fault();
     bounds(&b);
@@ -304,21 +316,26 @@ static void reactor_main(void *arg) {
       uvcuda__bell_wait(&bell, &mu, 0);
       if (me != cur) break;
       parked = 0;
-      next_probe = 0;
+      last_probe = 0;
       continue;
     }
     plan_params(&b, &pp);
     pp_valid = 1;
     now = uv_hrtime();
-    if (next_probe == 0) next_probe = now + b.probe;
+    if (last_probe == 0) last_probe = now;
+    /* Asked again each pass: a new wait brings the interval back. */
+    next_probe = last_probe + uvcuda__plan_probe_gap(
+                                  b.probe,
+                                  b.young && now > b.young ? now - b.young : 0,
+                                  b.pct);
     next = b.mem ? scan(now) : UINT64_MAX;
     /* A probe due within half an interval rides on a wake-up made for a
-     * look: a wait that never ends then costs one wake-up per interval,
-     * not two out of step. */
+     * look: a wait that never ends then costs one wake-up per look, not
+     * two out of step. */
     if (now >= next_probe || (slept && now + b.probe / 2 >= next_probe)) {
       slept = 0;
       probe(me, &me->pl, now, b.probe);
-      next_probe = now + b.probe;
+      last_probe = now;
       continue; /* mu was dropped: look at the clients again */
     }
     slept = 0;
@@ -434,13 +451,16 @@ void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
   w->after_ns = w->since_ns; /* nothing is done before it starts */
   w->seen_ns = 0;
   w->early = 0;
+  now = uv_hrtime();
   if (w->host == NULL) {
     uvcuda__queue_insert_tail(&c->probed, &w->node);
-    if (parked) uvcuda__bell_ring(&bell);
-    return; /* only probed: the probe interval paces it */
+    /* Only probed: the probe interval paces it, from a reactor that may
+     * sleep a longer probe gap for older waits. */
+    if (parked || (sleeping && now + c->probe_ns < wake_at))
+      uvcuda__bell_ring(&bell);
+    return;
   }
   uvcuda__queue_insert_tail(&c->armed, &w->node);
-  now = uv_hrtime();
   last_arm = now;
   if (parked) {
     uvcuda__bell_ring(&bell);

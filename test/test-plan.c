@@ -178,6 +178,21 @@ static void modes_of_recent_lengths(void **state) {
   assert_int_equal(c, UINT32_MAX);
 }
 
+/* The probe gap: the interval for young waits, 5 % of an older one,
+ * at most UVCUDA__PLAN_PROBE_MAX_NS; never below the interval. */
+static void probes_back_off_with_the_youngest_wait(void **state) {
+  (void)state;
+  assert_int_equal(uvcuda__plan_probe_gap(1 * MS, 0, 5), 1 * MS);
+  assert_int_equal(uvcuda__plan_probe_gap(1 * MS, 20 * MS, 5), 1 * MS);
+  assert_int_equal(uvcuda__plan_probe_gap(1 * MS, 100 * MS, 5), 5 * MS);
+  assert_int_equal(uvcuda__plan_probe_gap(1 * MS, 10000 * MS, 5),
+                   UVCUDA__PLAN_PROBE_MAX_NS);
+  assert_int_equal(uvcuda__plan_probe_gap(1 * MS, UINT64_MAX, 100),
+                   UVCUDA__PLAN_PROBE_MAX_NS);
+  /* An interval longer than the cap stays the interval. */
+  assert_int_equal(uvcuda__plan_probe_gap(200 * MS, 10000 * MS, 5), 200 * MS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(no_look_while_the_loop_polls),
@@ -187,6 +202,7 @@ int main(void) {
       cmocka_unit_test(backoff_latency_is_a_share_of_the_wait),
       cmocka_unit_test(lead_and_floor_follow_the_lateness),
       cmocka_unit_test(modes_of_recent_lengths),
+      cmocka_unit_test(probes_back_off_with_the_youngest_wait),
   };
   return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
 }

@@ -222,6 +222,63 @@ static void with_nothing_armed_the_reactor_parks(void **state) {
   tu_fx_close(lp);
 }
 
+/* A wait that never ends is probed ever less often: one probe gap
+ * (lib/plan.h) after another, each the probe interval or 5 % of the wait
+ * so far, whichever is longer. The loop does not run meanwhile, so every
+ * query of a probe stream is the reactor's; counted over two held seconds,
+ * they must stay within what those gaps allow for the time it took (a
+ * count against the measured time, not a bound on it) and be more than
+ * none (a fault there would be found). Simulation only: it counts the
+ * driver's calls. */
+static void a_wait_that_never_ends_is_probed_ever_less(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *lp;
+  uvcuda_future_t *f;
+  tu_gate_t g;
+  CUstream s;
+  uint64_t t0, t1, q0, q1, t, allowed = 0;
+  const uint64_t ivl = 1000000ull; /* the default probe interval */
+
+  if (!tu_is_simulated()) skip();
+  lp = open_armed_at_once(fx, 0);
+  f = tu_fx_futures(fx, 1);
+  s = tu_stream();
+  tu_gate_init(&g);
+  tu_gate_hold(&g, s);
+  TU_OK(uvcuda_future_init(&lp->ul, f));
+  pk_done = pk_status = 0;
+  t0 = tu_now_ns();
+  q0 = simcuda_call_count("cuStreamQuery");
+  TU_OK(uvcuda_future_start(f, s, NULL, on_pk)); /* armed: spin budget 0 */
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_ARMED);
+  usleep(2000000);
+  q1 = simcuda_call_count("cuStreamQuery");
+  t1 = tu_now_ns();
+  /* The shortest steps the reactor may take: a gap, less the half
+   * interval by which a probe rides on an earlier wake-up. */
+  for (t = 0; t < t1 - t0; allowed++) {
+    uint64_t gap = t / 20 > ivl ? t / 20 : ivl;
+    t += gap - ivl / 2;
+  }
+  /* Up to three queries a probe (a query that finds work asks again). */
+  if (q1 - q0 > 3 * (allowed + 2))
+    fail_msg("%llu probe queries in %.0f ms; its gaps allow %llu probes",
+             (unsigned long long)(q1 - q0), (double)(t1 - t0) / 1e6,
+             (unsigned long long)allowed);
+  assert_true(q1 > q0);
+  print_message("%llu probe queries in %.0f ms (the gaps allow %llu probes)\n",
+                (unsigned long long)(q1 - q0), (double)(t1 - t0) / 1e6,
+                (unsigned long long)allowed);
+  tu_gate_open(&g);
+  assert_int_equal(tu_run_until(&lp->uv, &pk_done, 10000), 0);
+  assert_int_equal(pk_status, 0);
+  TU_OK(uvcuda_future_close(f, NULL));
+  tu_run(&lp->uv, 5000);
+  tu_stream_destroy(s);
+  tu_gate_free(&g);
+  tu_fx_close(lp);
+}
+
 /* ---- several loops share the one reactor ---- */
 
 typedef struct {
@@ -767,6 +824,7 @@ int main(int argc, char **argv) {
       CASE(park_unpark_races, (void *)0),
       CASE(park_unpark_races, (void *)20),
       CASE(with_nothing_armed_the_reactor_parks, NULL),
+      CASE(a_wait_that_never_ends_is_probed_ever_less, NULL),
       CASE(arm_wakes_a_sleeping_reactor, NULL),
       CASE(loops_share_the_reactor, NULL),
       CASE(a_loop_opened_while_the_last_closes_gets_a_reactor, NULL),
