@@ -8,7 +8,8 @@
 #   --tests-quick      the gpu suite without contract-gpu (~330 s)
 #   --contract[=F]     test-contract on the GPU (cases whose label contains F),
 #                      with a backtrace on a crash, to $OUT/contract-gpu.log
-#   --bench[=S,S]      bench/run.sh, all sections or the ones named
+#   --bench[=S,S]      bench/run.sh, all sections or the ones named (with
+#                      $BENCH_ARGS, e.g. "--samples 300")
 #   --server           examples/server/run-gpu.sh (uvcuda vs thread pool)
 #   --node             the Node.js gpu tests and the settle benchmark
 #   --facts[=G,G]      bench/facts/run.sh (plain-driver experiments), groups as named
@@ -161,7 +162,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       args=()
       IFS=, read -ra secs <<< "${a#--bench=}"
       for s in "${secs[@]}"; do args+=(--section "$s"); done
-      bench/run.sh "$B" "$OUT" "${args[@]}"
+      bench/run.sh "$B" "$OUT" "${args[@]}" ${BENCH_ARGS:-}
       ;;
     --server) timeout 150 examples/server/run-gpu.sh "$B" "$OUT" || status=1 ;;
     --node)
