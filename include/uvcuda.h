@@ -214,7 +214,9 @@ typedef struct uvcuda_options_s {
    * -1: env UVCUDA_SPIN_BUDGET_US, else 20. 0 disables. Max 1000000. */
   int32_t spin_budget_us;
   /* Fault probe interval while futures are armed, in µs: -1 = 1000.
-   * 50 .. 2000. */
+   * 50 .. 2000. Once every armed wait is older, the reactor probes every
+   * reactor_backoff_pct % of the youngest one's age instead (at most
+   * every 100 ms): docs/api.md, "The reactor". */
   int32_t probe_interval_us;
   /* How the reactor waits for this loop's armed futures (-1 = default;
    * docs/api.md, "The reactor"). With adaptive spin on, it sleeps until
