@@ -102,7 +102,7 @@ export interface ConfigureOptions {
   /** Spin on the loop thread before arming, in µs (0..1000000; default:
    * $UVCUDA_SPIN_BUDGET_US, else 20). */
   spinBudgetUs?: number | undefined;
-  /** Fault probe interval while armed, in µs (50..2000; default 1000). */
+  /** Fault probe interval while armed, in µs (50..2000; default 1000); longer once every armed wait is old (docs/api.md, "The reactor"). */
   probeIntervalUs?: number | undefined;
   /** Record start -> callback latencies in stats().latencyHistogram. */
   latencyHistogram?: boolean | undefined;
