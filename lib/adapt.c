@@ -19,6 +19,11 @@
 #define DUE_SLACK_NS (1u * US)  /* wake-ups this close together share one */
 #define WINDOW_MAX_NS (200u * US) /* the longest a pre-woken loop spins */
 #define BACKOFF_MAX 64u /* predictions left out after early ones, at most */
+/* Fixed-budget spins that must all miss before spins are skipped (two
+ * kinds of work, half short, miss 16 in a row once in 65536), and how
+ * often one still spins then (adapt.h). */
+#define MISS_RUN 16u
+#define EXPLORE 16u
 /* A predicted wait longer than this wakes the loop earlier still, by
  * 1/LONG_DIV of it (at most LONG_MAX_NS): see uvcuda__adapt_long_lead. */
 #define LONG_MIN_NS (250u * US)
@@ -102,6 +107,19 @@ static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
   if (a->timer_at == 0 || f->wake_ns_ < a->timer_at) set_timer(a, f->wake_ns_);
 }
 
+/* The fixed budget (0: the caller spins f), or, after a run of spins
+ * that all missed, an arm at once (1). */
+static int fixed(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
+                 uvcuda_future_t *f, uint64_t now) {
+  if (a->misses < MISS_RUN || ++a->unspun >= EXPLORE) {
+    a->unspun = 0;
+    f->adapt_ = UVCUDA__ADAPT_FIXED;
+    return 0;
+  }
+  uvcuda__spin_arm(set, f, now);
+  return 1;
+}
+
 int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                         struct uvcuda__tlset *set, uvcuda_future_t *f,
                         uint64_t budget_ns, int alone, uint64_t now) {
@@ -117,14 +135,14 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
    * rarely sleeps, so a pre-wake saves it nothing, and its late harvests
    * teach late predictions that skip the spin that would have caught the
    * work (design.md, "Adaptive spin and pre-wake"). */
-  if (!alone || !uvcuda__predict_trusted(p)) return 0;
+  if (!alone || !uvcuda__predict_trusted(p)) return fixed(a, set, f, now);
   /* A prediction that came out early cost the spin that would have caught
    * the work (a server's lone futures, learnt under load, may all run
    * shorter than learnt). The next ones take the fixed budget, twice as
    * many after each early one in a row. */
   if (a->skip > 0) {
     a->skip--;
-    return 0;
+    return fixed(a, set, f, now);
   }
   end = t0 + p->mean_ns; /* learnt from start to seen */
   margin = 2 * p->dev_ns + 2 * US;
@@ -291,6 +309,10 @@ void uvcuda__adapt_forget(struct uvcuda__adapt *a, uvcuda_future_t *f,
       break;
     case UVCUDA__ADAPT_LATE:
       if (ok) a->stats->predict_late++;
+      break;
+    case UVCUDA__ADAPT_FIXED: /* the loop saw it itself, or a wake-up did */
+      if (ok && f->done_by_ == UVCUDA__BY_SPIN) a->misses = 0;
+      else if (ok && a->misses < UINT32_MAX) a->misses++;
       break;
     default: break;
   }

@@ -1,7 +1,11 @@
 /* Adaptive spin and pre-wake. Per future, at start, its stream's
  * prediction (predict.h) chooses one of:
  *   - nothing trusted yet, or other futures pending on the loop: the
- *     fixed spin budget, then arm (as without it);
+ *     fixed spin budget, then arm (as without it); but once the loop's
+ *     last MISS_RUN such spins all ended armed (their work outlasted the
+ *     budget: unpredictable lengths, mostly long), arm at once, except
+ *     one future in EXPLORE that still spins, so that work that turned
+ *     short is caught again (a catch ends the run);
  *   - predicted to end within the budget: spin until shortly after the
  *     predicted end, then arm;
  *   - predicted to end later: arm at once (the reactor watches it as
@@ -42,6 +46,8 @@
 /* Its window ended first: counted late when it completes (a failed or
  * cancelled one is none of hit, early or late). */
 #define UVCUDA__ADAPT_LATE 4
+/* Spins the fixed budget: whether the spin caught it is counted. */
+#define UVCUDA__ADAPT_FIXED 5
 
 struct uvcuda__adapt {
   int on;
@@ -52,6 +58,8 @@ struct uvcuda__adapt {
   struct uvcuda__predict late;  /* how late the wake-ups run */
   uint32_t skip, backoff; /* predictions left out after early ones */
   uint32_t early_run;     /* early ones in a row */
+  uint32_t misses;        /* fixed-budget spins in a row that ended armed */
+  uint32_t unspun;        /* futures armed at once since the last spin */
   struct uvcuda__queue pending; /* PENDING futures by wake time */
   struct uvcuda__queue hot;     /* HOT futures */
   uvcuda_stats_t *stats;

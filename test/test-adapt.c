@@ -367,6 +367,86 @@ static void early_predictions_are_backed_off(void **state) {
   tu_fx_close(e);
 }
 
+/* ---- spins that never catch their work are skipped ---- */
+
+/* f's data is a tu_rec_t: runs until its callback, which must succeed. */
+static void await_done(tu_fx_loop_t *e, uvcuda_future_t *f, int before) {
+  tu_rec_t *r = f->data;
+  while (r->calls == before) uv_run(&e->uv, UV_RUN_ONCE);
+  assert_int_equal(r->status, 0);
+}
+
+/* Work that outlasts the fixed spin budget every time (lengths nothing
+ * predicts, or a loop with other futures pending) gains nothing from the
+ * spin: after 16 such spins in a row the loop arms a future at once,
+ * except one in 16, which still spins; a spin that catches its work
+ * brings the spin back (adapt.h). A future held on another stream keeps
+ * the loop busy, so no prediction applies; a miss is a future on a held
+ * stream, let go once armed; a catch, one with no work (a 20 ms budget:
+ * a slow machine's spin still catches it, or the case says how many
+ * rounds it tried). */
+static void spins_that_never_catch_are_skipped(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e =
+      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, 20000);
+  uvcuda_future_t *f = tu_fx_futures(fx, 2), *busy = &f[1];
+  tu_rec_t *rf = tu_fx_rec(fx), *rb = tu_fx_rec(fx);
+  CUstream hs = tu_stream(), s = tu_stream();
+  tu_gate_t hold, gate;
+  uint64_t caught;
+  int i, round, before;
+
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  TU_OK(uvcuda_future_init(&e->ul, busy));
+  f->data = rf;
+  busy->data = rb;
+  tu_gate_init(&hold);
+  tu_gate_init(&gate);
+  tu_gate_hold(&hold, hs);
+  TU_OK(uvcuda_future_start(busy, hs, NULL, tu_rec_done));
+  for (i = 0; i < 16; i++) { /* each spins its whole budget: a miss */
+    uint64_t end = tu_now_ns() + 10000000000ull; /* a watchdog */
+    before = rf->calls;
+    tu_gate_hold(&gate, s);
+    TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+    assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_SPINNING);
+    while (uvcuda_future_state(f) == UVCUDA_FUTURE_SPINNING) {
+      if (tu_now_ns() > end) fail_msg("future %d never armed", i);
+      uv_run(&e->uv, UV_RUN_NOWAIT);
+    }
+    tu_gate_open(&gate);
+    await_done(e, f, before);
+  }
+  for (round = 0;; round++) {
+    /* Armed at once, but the 16th spins. */
+    for (i = 0; i < 16; i++) {
+      before = rf->calls;
+      caught = stats_of(e).completed_spin;
+      TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+      assert_int_equal(uvcuda_future_state(f), i < 15 ? UVCUDA_FUTURE_ARMED
+                                                      : UVCUDA_FUTURE_SPINNING);
+      await_done(e, f, before);
+    }
+    if (stats_of(e).completed_spin > caught) break; /* the 16th: caught */
+    if (round == 20) fail_msg("no spin caught work that was done at once");
+  }
+  /* Caught: the spin is back. */
+  before = rf->calls;
+  TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_SPINNING);
+  await_done(e, f, before);
+  tu_gate_open(&hold);
+  await_done(e, busy, 0);
+  TU_OK(uvcuda_future_close(f, NULL));
+  TU_OK(uvcuda_future_close(busy, NULL));
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(s);
+  tu_stream_destroy(hs);
+  tu_gate_free(&gate);
+  tu_gate_free(&hold);
+  tu_fx_close(e);
+}
+
 static int op_longer(uvcuda_future_t *f, uvcuda_stream_t s) {
   (void)f;
   tu_sleep((CUstream)s, 10 * rep_ns());
@@ -780,6 +860,7 @@ static void the_loop_sleeps_after_a_prewake(void **state) {
       CASE(a_future_closed_while_predicted_closes_cleanly, c),           \
       CASE(queued_futures_keep_stream_order, c),                         \
       CASE(early_predictions_are_backed_off, c),                         \
+      CASE(spins_that_never_catch_are_skipped, c),                       \
       CASE(spin_time_is_counted, c),                                     \
       CASE(a_late_prediction_cancelled_is_not_counted, c),               \
       CASE(the_loop_sleeps_after_a_prewake, c),                         \
