@@ -225,7 +225,7 @@ typedef struct uvcuda_options_s {
    * sleep of reactor_backoff_pct % (1..100, default 5) of the time waited
    * so far, at least its wake-up floor (20 µs, or twice how late its
    * timed waits come back) and at most reactor_sleep_max_us (1..100000,
-   * default 1000). reactor_spin_us and reactor_yield_us (µs, default 0:
+   * default 2000). reactor_spin_us and reactor_yield_us (µs, default 0:
    * off) busy-poll, then sched_yield between looks, for that long after
    * each arm: lower latency for a core's worth of CPU. With nothing armed
    * it parks until the next arm. With several loops the reactor takes the

@@ -118,7 +118,7 @@ int uvcuda__opts_resolve(const uvcuda_options_t *in, struct uvcuda__opts *out) {
       (err = pick(in->reactor_spin_us, 0, 0, 1000000, &out->reactor_spin_ns)) ||
       (err = pick(in->reactor_yield_us, 0, 0, 10000000,
                   &out->reactor_yield_ns)) ||
-      (err = pick(in->reactor_sleep_max_us, 1000, 1, 100000,
+      (err = pick(in->reactor_sleep_max_us, 2000, 1, 100000,
                   &out->reactor_sleep_max_ns)) ||
       (err = pick(in->reactor_backoff_pct, 5, 1, 100, &pct)))
     return err;

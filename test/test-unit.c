@@ -237,7 +237,7 @@ static void options_resolve_as_loop_init(void **state) {
   assert_int_equal(r.probe_interval_us, 1000);
   assert_int_equal(r.reactor_spin_us, 0);
   assert_int_equal(r.reactor_yield_us, 0);
-  assert_int_equal(r.reactor_sleep_max_us, 1000);
+  assert_int_equal(r.reactor_sleep_max_us, 2000);
   assert_int_equal(r.reactor_backoff_pct, 5);
   assert_int_equal(r.flags, UVCUDA_OPT_ADAPTIVE); /* on by default */
   setenv("UVCUDA_COMPLETION", "poll", 1);
