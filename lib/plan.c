@@ -48,6 +48,13 @@ uint64_t uvcuda__plan_floor(uint64_t lead_ns) {
   return f > UVCUDA__PLAN_FLOOR_NS ? f : UVCUDA__PLAN_FLOOR_NS;
 }
 
+uint64_t uvcuda__plan_probe_at(uint64_t last, uint64_t young, uint64_t overdue,
+                               uint64_t now, uint64_t interval, uint32_t pct) {
+  uint64_t at = last + uvcuda__plan_probe_gap(
+                           interval, young && now > young ? now - young : 0, pct);
+  return overdue + interval > at ? overdue + interval : at;
+}
+
 uint64_t uvcuda__plan_probe_gap(uint64_t interval, uint64_t waited,
                                 uint32_t pct) {
   uint64_t gap = waited / 100u * pct;

@@ -67,5 +67,13 @@ uint64_t uvcuda__plan_floor(uint64_t lead_ns);
  * calls, the dearest part of a wake-up). */
 uint64_t uvcuda__plan_probe_gap(uint64_t interval, uint64_t waited,
                                 uint32_t pct);
+/* When the next fault probe is due: a probe gap after the last one
+ * (last: 0 for none), the youngest watched wait having begun at `young`;
+ * but never before the first of them is overdue, a probe interval after
+ * `overdue` (the earliest time a watched wait had begun, passed its
+ * predicted end and the loop's own polling of it): a fault shows as work
+ * that does not end, and work done in time needs no probe. */
+uint64_t uvcuda__plan_probe_at(uint64_t last, uint64_t young, uint64_t overdue,
+                               uint64_t now, uint64_t interval, uint32_t pct);
 
 #endif

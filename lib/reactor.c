@@ -230,18 +230,25 @@ static void ring_on_fault(void) {
   }
 }
 
-/* The most eager options among clients with watches; what they watch,
- * and when the youngest of their waits began. */
+/* The most eager options among clients with watches; what they watch;
+ * when the youngest of their waits began, and the earliest time one of
+ * them is overdue: begun, past its predicted end and past the loop's own
+ * polling of it. */
 struct bounds {
-  uint64_t spin, yield, sleep_max, probe, young;
+  uint64_t spin, yield, sleep_max, probe, young, overdue;
   uint32_t pct;
   int mem, any;
 };
 
-static void youngest(const struct uvcuda__queue *h, uint64_t *young) {
+static void ages(const struct uvcuda__queue *h, struct bounds *b) {
   const struct uvcuda__queue *q;
   uvcuda__queue_foreach(q, h) {
-    if (watch_of(q)->since_ns > *young) *young = watch_of(q)->since_ns;
+    const struct uvcuda__watch *w = watch_of(q);
+    uint64_t t = w->since_ns;
+    if (w->since_ns > b->young) b->young = w->since_ns;
+    if (w->due_ns > t) t = w->due_ns;
+    if (w->quiet_until_ns > t) t = w->quiet_until_ns;
+    if (t < b->overdue) b->overdue = t;
   }
 }
 
@@ -249,6 +256,7 @@ static void bounds(struct bounds *b) {
   struct uvcuda__queue *cq;
   b->spin = b->yield = b->sleep_max = b->probe = UINT64_MAX;
   b->young = 0;
+  b->overdue = UINT64_MAX;
   b->pct = 100;
   b->mem = b->any = 0;
   uvcuda__queue_foreach(cq, &clients) {
@@ -257,8 +265,8 @@ static void bounds(struct bounds *b) {
     if (!m && uvcuda__queue_empty(&c->probed)) continue;
     b->mem |= m;
     b->any = 1;
-    youngest(&c->armed, &b->young);
-    youngest(&c->probed, &b->young);
+    ages(&c->armed, b);
+    ages(&c->probed, b);
     if (c->spin_ns < b->spin) b->spin = c->spin_ns;
     if (c->yield_ns < b->yield) b->yield = c->yield_ns;
     if (c->sleep_max_ns < b->sleep_max) b->sleep_max = c->sleep_max_ns;
@@ -305,7 +313,7 @@ static void reactor_main(void *arg) {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 #endif
   pthread_mutex_lock(&mu);
-  last_probe = 0; /* a probe interval after the first pass */
+  last_probe = 0; /* none yet */
   while (me == cur) {
     ring_on_fault();
     bounds(&b);
@@ -322,12 +330,9 @@ static void reactor_main(void *arg) {
     plan_params(&b, &pp);
     pp_valid = 1;
     now = uv_hrtime();
-    if (last_probe == 0) last_probe = now;
     /* Asked again each pass: a new wait brings the interval back. */
-    next_probe = last_probe + uvcuda__plan_probe_gap(
-                                  b.probe,
-                                  b.young && now > b.young ? now - b.young : 0,
-                                  b.pct);
+    next_probe = uvcuda__plan_probe_at(last_probe, b.young, b.overdue, now,
+                                       b.probe, b.pct);
     next = b.mem ? scan(now) : UINT64_MAX;
     /* A probe due within half an interval rides on a wake-up made for a
      * look: a wait that never ends then costs one wake-up per look, not

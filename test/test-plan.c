@@ -224,6 +224,33 @@ static void probes_back_off_with_the_youngest_wait(void **state) {
   assert_int_equal(uvcuda__plan_probe_gap(200 * MS, 10000 * MS, 5), 200 * MS);
 }
 
+/* When the next probe is due (plan.h): not before some wait is overdue,
+ * then a probe gap after the last. */
+static void work_done_in_time_is_not_probed(void **state) {
+  const uint64_t t = 5000 * MS; /* now */
+  (void)state;
+  /* The last probe long ago, but the only wait began 0.3 ms ago: its
+   * first probe is an interval after its start, not now. */
+  assert_int_equal(uvcuda__plan_probe_at(0, t - 300 * US, t - 300 * US, t,
+                                         1 * MS, 5),
+                   t + 700 * US);
+  /* Predicted to end 2 ms after it began: an interval after that. */
+  assert_int_equal(uvcuda__plan_probe_at(0, t - 300 * US, t + 1700 * US, t,
+                                         1 * MS, 5),
+                   t + 2700 * US);
+  /* Overdue long since, probed 0.4 ms ago: the gap after that probe. */
+  assert_int_equal(uvcuda__plan_probe_at(t - 400 * US, t - 5 * MS, t - 5 * MS,
+                                         t, 1 * MS, 5),
+                   t + 600 * US);
+  /* Never probed and overdue: due at once (in the past). */
+  assert_true(uvcuda__plan_probe_at(0, t - 5 * MS, t - 5 * MS, t, 1 * MS, 5) <=
+              t);
+  /* A wait that never ends, 1 s old: the gap is 5 % of it. */
+  assert_int_equal(uvcuda__plan_probe_at(t, t - 1000 * MS, t - 1000 * MS, t,
+                                         1 * MS, 5),
+                   t + 50 * MS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(no_look_while_the_loop_polls),
@@ -235,6 +262,7 @@ int main(void) {
       cmocka_unit_test(modes_of_recent_lengths),
       cmocka_unit_test(uniform_lengths_rarely_make_a_mode),
       cmocka_unit_test(probes_back_off_with_the_youngest_wait),
+      cmocka_unit_test(work_done_in_time_is_not_probed),
   };
   return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
 }

@@ -525,6 +525,7 @@ static void arm_wakes_a_sleeping_reactor(void **state) {
   o.reactor_backoff_pct = 100;
   o.reactor_sleep_max_us = 100000;
   o.probe_interval_us = 2000;
+  o.reactor_spin_us = 1000000; /* it busy-polls: each wait is a few looks */
   lp = tu_fx_open(fx, &o);
   hs = tu_stream();
   s = tu_stream();
