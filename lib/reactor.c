@@ -244,9 +244,12 @@ static void ages(const struct uvcuda__queue *h, struct bounds *b) {
   const struct uvcuda__queue *q;
   uvcuda__queue_foreach(q, h) {
     const struct uvcuda__watch *w = watch_of(q);
-    uint64_t t = w->since_ns;
+    uint64_t t = w->since_ns, due = w->due_ns;
     if (w->since_ns > b->young) b->young = w->since_ns;
-    if (w->due_ns > t) t = w->due_ns;
+    /* A long prediction delays no fault by more than the longest gap. */
+    if (due > w->since_ns + UVCUDA__PLAN_PROBE_MAX_NS)
+      due = w->since_ns + UVCUDA__PLAN_PROBE_MAX_NS;
+    if (due > t) t = due;
     if (w->quiet_until_ns > t) t = w->quiet_until_ns;
     if (t < b->overdue) b->overdue = t;
   }
