@@ -20,9 +20,10 @@
 #define WINDOW_MAX_NS (200u * US) /* the longest a pre-woken loop spins */
 #define BACKOFF_MAX 64u /* predictions left out after early ones, at most */
 /* Fixed-budget spins that must all miss before spins are skipped (two
- * kinds of work, half short, miss 16 in a row once in 65536), and how
- * often one still spins then (adapt.h). */
-#define MISS_RUN 16u
+ * kinds of work, half short, miss 32 in a row once in 4e9; where a slow
+ * machine sees even the short kind after the budget, 70 % miss, once in
+ * 90,000), and how often one still spins then (adapt.h). */
+#define MISS_RUN 32u
 #define EXPLORE 16u
 /* A predicted wait longer than this wakes the loop earlier still, by
  * 1/LONG_DIV of it (at most LONG_MAX_NS): see uvcuda__adapt_long_lead. */

@@ -378,7 +378,7 @@ static void await_done(tu_fx_loop_t *e, uvcuda_future_t *f, int before) {
 
 /* Work that outlasts the fixed spin budget every time (lengths nothing
  * predicts, or a loop with other futures pending) gains nothing from the
- * spin: after 16 such spins in a row the loop arms a future at once,
+ * spin: after 32 such spins in a row the loop arms a future at once,
  * except one in 16, which still spins; a spin that catches its work
  * brings the spin back (adapt.h). A future held on another stream keeps
  * the loop busy, so no prediction applies; a miss is a future on a held
@@ -404,7 +404,7 @@ static void spins_that_never_catch_are_skipped(void **state) {
   tu_gate_init(&gate);
   tu_gate_hold(&hold, hs);
   TU_OK(uvcuda_future_start(busy, hs, NULL, tu_rec_done));
-  for (i = 0; i < 16; i++) { /* each spins its whole budget: a miss */
+  for (i = 0; i < 32; i++) { /* each spins its whole budget: a miss */
     uint64_t end = tu_now_ns() + 10000000000ull; /* a watchdog */
     before = rf->calls;
     tu_gate_hold(&gate, s);
