@@ -108,10 +108,13 @@ static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
   if (a->timer_at == 0 || f->wake_ns_ < a->timer_at) set_timer(a, f->wake_ns_);
 }
 
-/* The fixed budget (0: the caller spins f), or, after a run of spins
- * that all missed, an arm at once (1). */
+/* The fixed budget (0: the caller spins f), or, for the loop's one
+ * pending future after a run of such spins that all missed, an arm at
+ * once (1). A loop with other work pending does not sleep for it (the
+ * spin costs little there) and its spin passes harvest the others too. */
 static int fixed(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
-                 uvcuda_future_t *f, uint64_t now) {
+                 uvcuda_future_t *f, int alone, uint64_t now) {
+  if (!alone) return 0;
   if (a->misses < MISS_RUN || ++a->unspun >= EXPLORE) {
     a->unspun = 0;
     f->adapt_ = UVCUDA__ADAPT_FIXED;
@@ -136,14 +139,15 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
    * rarely sleeps, so a pre-wake saves it nothing, and its late harvests
    * teach late predictions that skip the spin that would have caught the
    * work (design.md, "Adaptive spin and pre-wake"). */
-  if (!alone || !uvcuda__predict_trusted(p)) return fixed(a, set, f, now);
+  if (!alone || !uvcuda__predict_trusted(p))
+    return fixed(a, set, f, alone, now);
   /* A prediction that came out early cost the spin that would have caught
    * the work (a server's lone futures, learnt under load, may all run
    * shorter than learnt). The next ones take the fixed budget, twice as
    * many after each early one in a row. */
   if (a->skip > 0) {
     a->skip--;
-    return fixed(a, set, f, now);
+    return fixed(a, set, f, alone, now);
   }
   end = t0 + p->mean_ns; /* learnt from start to seen */
   margin = 2 * p->dev_ns + 2 * US;

@@ -1,11 +1,12 @@
 /* Adaptive spin and pre-wake. Per future, at start, its stream's
  * prediction (predict.h) chooses one of:
  *   - nothing trusted yet, or other futures pending on the loop: the
- *     fixed spin budget, then arm (as without it); but once the loop's
- *     last MISS_RUN such spins all ended armed (their work outlasted the
- *     budget: unpredictable lengths, mostly long), arm at once, except
- *     one future in EXPLORE that still spins, so that work that turned
- *     short is caught again (a catch ends the run);
+ *     fixed spin budget, then arm (as without it); but the loop's one
+ *     pending future, once the last MISS_RUN such spins of lone futures
+ *     all ended armed (their work outlasted the budget: unpredictable
+ *     lengths, mostly long), is armed at once, except one in EXPLORE
+ *     that still spins, so that work that turned short is caught again
+ *     (a catch ends the run);
  *   - predicted to end within the budget: spin until shortly after the
  *     predicted end, then arm;
  *   - predicted to end later: arm at once (the reactor watches it as

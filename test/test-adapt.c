@@ -376,21 +376,44 @@ static void await_done(tu_fx_loop_t *e, uvcuda_future_t *f, int before) {
   assert_int_equal(r->status, 0);
 }
 
-/* Work that outlasts the fixed spin budget every time (lengths nothing
- * predicts, or a loop with other futures pending) gains nothing from the
- * spin: after 32 such spins in a row the loop arms a future at once,
- * except one in 16, which still spins; a spin that catches its work
- * brings the spin back (adapt.h). A future held on another stream keeps
- * the loop busy, so no prediction applies; a miss is a future on a held
- * stream, let go once armed; a catch, one with no work (a 20 ms budget:
- * a slow machine's spin still catches it, or the case says how many
- * rounds it tried). */
+/* f (alone on the loop) on held stream s, let go `extra_ms` after it is
+ * armed (it must be armed by `armed_by`: 0 at once, 1 after its spin). */
+static void held_once(tu_fx_loop_t *e, uvcuda_future_t *f, CUstream s,
+                      tu_gate_t *g, int at_once, unsigned extra_ms, int i) {
+  uint64_t end = tu_now_ns() + 10000000000ull; /* a watchdog */
+  int before = ((tu_rec_t *)f->data)->calls;
+  tu_gate_hold(g, s);
+  TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
+  if (uvcuda_future_state(f) !=
+      (at_once ? UVCUDA_FUTURE_ARMED : UVCUDA_FUTURE_SPINNING))
+    fail_msg("future %d: state %d, predicted %llu", i,
+             (int)uvcuda_future_state(f),
+             (unsigned long long)stats_of(e).predicted);
+  while (uvcuda_future_state(f) == UVCUDA_FUTURE_SPINNING) {
+    if (tu_now_ns() > end) fail_msg("future %d never armed", i);
+    uv_run(&e->uv, UV_RUN_NOWAIT);
+  }
+  if (extra_ms) usleep(extra_ms * 1000u);
+  tu_gate_open(g);
+  await_done(e, f, before);
+}
+
+/* Work that outlasts the fixed spin budget every time, with lengths no
+ * prediction trusts, gains nothing from the spin of a loop that has
+ * nothing else to do: after 32 such spins in a row the loop arms its lone
+ * future at once, except one in 16, which still spins; a spin that
+ * catches its work brings the spin back (adapt.h). A miss is a future on
+ * a held stream, let go once armed, at once or 40 ms later in turn (so
+ * that its lengths, 20 or 60 ms, are never trusted); a catch, one with no
+ * work (a 20 ms budget: a slow machine's spin still catches it, or the
+ * case says how many rounds it tried). A loop with another future
+ * pending spins as before. */
 static void spins_that_never_catch_are_skipped(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *e =
       open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, 20000);
   uvcuda_future_t *f = tu_fx_futures(fx, 2), *busy = &f[1];
-  tu_rec_t *rf = tu_fx_rec(fx), *rb = tu_fx_rec(fx);
+  tu_rec_t *rb = tu_fx_rec(fx);
   CUstream hs = tu_stream(), s = tu_stream();
   tu_gate_t hold, gate;
   uint64_t caught;
@@ -398,43 +421,28 @@ static void spins_that_never_catch_are_skipped(void **state) {
 
   TU_OK(uvcuda_future_init(&e->ul, f));
   TU_OK(uvcuda_future_init(&e->ul, busy));
-  f->data = rf;
+  f->data = tu_fx_rec(fx);
   busy->data = rb;
   tu_gate_init(&hold);
   tu_gate_init(&gate);
-  tu_gate_hold(&hold, hs);
-  TU_OK(uvcuda_future_start(busy, hs, NULL, tu_rec_done));
-  for (i = 0; i < 32; i++) { /* each spins its whole budget: a miss */
-    uint64_t end = tu_now_ns() + 10000000000ull; /* a watchdog */
-    before = rf->calls;
-    tu_gate_hold(&gate, s);
+  for (i = 0; i < 32; i++) held_once(e, f, s, &gate, 0, i % 2 ? 40 : 0, i);
+  for (round = 0;; round++) {
+    /* Armed at once, but the 16th spins: no work, caught if in time. */
+    for (i = 0; i < 15; i++) held_once(e, f, s, &gate, 1, i % 2 ? 40 : 0, i);
+    before = ((tu_rec_t *)f->data)->calls;
+    caught = stats_of(e).completed_spin;
     TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
     assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_SPINNING);
-    while (uvcuda_future_state(f) == UVCUDA_FUTURE_SPINNING) {
-      if (tu_now_ns() > end) fail_msg("future %d never armed", i);
-      uv_run(&e->uv, UV_RUN_NOWAIT);
-    }
-    tu_gate_open(&gate);
     await_done(e, f, before);
-  }
-  for (round = 0;; round++) {
-    /* Armed at once, but the 16th spins. */
-    for (i = 0; i < 16; i++) {
-      before = rf->calls;
-      caught = stats_of(e).completed_spin;
-      TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
-      assert_int_equal(uvcuda_future_state(f), i < 15 ? UVCUDA_FUTURE_ARMED
-                                                      : UVCUDA_FUTURE_SPINNING);
-      await_done(e, f, before);
-    }
-    if (stats_of(e).completed_spin > caught) break; /* the 16th: caught */
+    if (stats_of(e).completed_spin > caught) break;
     if (round == 20) fail_msg("no spin caught work that was done at once");
   }
   /* Caught: the spin is back. */
-  before = rf->calls;
-  TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
-  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_SPINNING);
-  await_done(e, f, before);
+  held_once(e, f, s, &gate, 0, 0, -1);
+  /* Not alone: the fixed budget, however many of its spins missed. */
+  tu_gate_hold(&hold, hs);
+  TU_OK(uvcuda_future_start(busy, hs, NULL, tu_rec_done));
+  for (i = 0; i < 48; i++) held_once(e, f, s, &gate, 0, i % 2 ? 40 : 0, i);
   tu_gate_open(&hold);
   await_done(e, busy, 0);
   TU_OK(uvcuda_future_close(f, NULL));
