@@ -376,19 +376,23 @@ static void await_done(tu_fx_loop_t *e, uvcuda_future_t *f, int before) {
   assert_int_equal(r->status, 0);
 }
 
-/* f (alone on the loop) on held stream s, let go `extra_ms` after it is
- * armed (it must be armed by `armed_by`: 0 at once, 1 after its spin). */
-static void held_once(tu_fx_loop_t *e, uvcuda_future_t *f, CUstream s,
-                      tu_gate_t *g, int at_once, unsigned extra_ms, int i) {
+/* f on held stream s, let go `extra_ms` after it is armed: at once
+ * (at_once) or after its spin. Returns 0, or 1 if its stream's prediction
+ * was trusted at the start (a machine's stalls can make the lengths look
+ * alike): then it took the predicted path, not the fixed budget, and its
+ * state says nothing of the rule. */
+static int held_once(tu_fx_loop_t *e, uvcuda_future_t *f, CUstream s,
+                     tu_gate_t *g, int at_once, unsigned extra_ms, int i) {
   uint64_t end = tu_now_ns() + 10000000000ull; /* a watchdog */
-  int before = ((tu_rec_t *)f->data)->calls;
+  uint64_t predicted = stats_of(e).predicted;
+  int before = ((tu_rec_t *)f->data)->calls, state, was_predicted;
   tu_gate_hold(g, s);
   TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
-  if (uvcuda_future_state(f) !=
-      (at_once ? UVCUDA_FUTURE_ARMED : UVCUDA_FUTURE_SPINNING))
-    fail_msg("future %d: state %d, predicted %llu", i,
-             (int)uvcuda_future_state(f),
-             (unsigned long long)stats_of(e).predicted);
+  state = uvcuda_future_state(f);
+  was_predicted = stats_of(e).predicted != predicted;
+  if (!was_predicted &&
+      state != (at_once ? UVCUDA_FUTURE_ARMED : UVCUDA_FUTURE_SPINNING))
+    fail_msg("future %d: state %d", i, state);
   while (uvcuda_future_state(f) == UVCUDA_FUTURE_SPINNING) {
     if (tu_now_ns() > end) fail_msg("future %d never armed", i);
     uv_run(&e->uv, UV_RUN_NOWAIT);
@@ -396,6 +400,7 @@ static void held_once(tu_fx_loop_t *e, uvcuda_future_t *f, CUstream s,
   if (extra_ms) usleep(extra_ms * 1000u);
   tu_gate_open(g);
   await_done(e, f, before);
+  return was_predicted;
 }
 
 /* Work that outlasts the fixed spin budget every time, with lengths no
@@ -404,10 +409,11 @@ static void held_once(tu_fx_loop_t *e, uvcuda_future_t *f, CUstream s,
  * future at once, except one in 16, which still spins; a spin that
  * catches its work brings the spin back (adapt.h). A miss is a future on
  * a held stream, let go once armed, at once or 40 ms later in turn (so
- * that its lengths, 20 or 60 ms, are never trusted); a catch, one with no
- * work (a 20 ms budget: a slow machine's spin still catches it, or the
- * case says how many rounds it tried). A loop with another future
- * pending spins as before. */
+ * that its lengths, 20 or 60 ms, are not trusted; a future that was
+ * predicted all the same is not counted); a catch, one with no work (a
+ * 20 ms budget: a slow machine's spin still catches it, or the case says
+ * how many rounds it tried). A loop with another future pending spins as
+ * before. */
 static void spins_that_never_catch_are_skipped(void **state) {
   tu_fx_t *fx = tu_fx(state);
   tu_fx_loop_t *e =
@@ -416,8 +422,8 @@ static void spins_that_never_catch_are_skipped(void **state) {
   tu_rec_t *rb = tu_fx_rec(fx);
   CUstream hs = tu_stream(), s = tu_stream();
   tu_gate_t hold, gate;
-  uint64_t caught;
-  int i, round, before;
+  uint64_t caught, predicted;
+  int i, n, round, before;
 
   TU_OK(uvcuda_future_init(&e->ul, f));
   TU_OK(uvcuda_future_init(&e->ul, busy));
@@ -425,20 +431,27 @@ static void spins_that_never_catch_are_skipped(void **state) {
   busy->data = rb;
   tu_gate_init(&hold);
   tu_gate_init(&gate);
-  for (i = 0; i < 32; i++) held_once(e, f, s, &gate, 0, i % 2 ? 40 : 0, i);
+  for (i = n = 0; n < 32; i++) /* 32 misses */
+    n += !held_once(e, f, s, &gate, 0, i % 2 ? 40 : 0, i);
   for (round = 0;; round++) {
     /* Armed at once, but the 16th spins: no work, caught if in time. */
-    for (i = 0; i < 15; i++) held_once(e, f, s, &gate, 1, i % 2 ? 40 : 0, i);
+    for (i = n = 0; n < 15; i++)
+      n += !held_once(e, f, s, &gate, 1, i % 2 ? 40 : 0, i);
     before = ((tu_rec_t *)f->data)->calls;
     caught = stats_of(e).completed_spin;
+    predicted = stats_of(e).predicted;
     TU_OK(uvcuda_future_start(f, s, NULL, tu_rec_done));
-    assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_SPINNING);
+    if (stats_of(e).predicted == predicted)
+      assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_SPINNING);
     await_done(e, f, before);
-    if (stats_of(e).completed_spin > caught) break;
+    if (stats_of(e).predicted == predicted &&
+        stats_of(e).completed_spin > caught)
+      break;
     if (round == 20) fail_msg("no spin caught work that was done at once");
   }
-  /* Caught: the spin is back. */
-  held_once(e, f, s, &gate, 0, 0, -1);
+  /* Caught: the spin is back (unless predicted: then the next one). */
+  while (held_once(e, f, s, &gate, 0, 0, -1)) {
+  }
   /* Not alone: the fixed budget, however many of its spins missed. */
   tu_gate_hold(&hold, hs);
   TU_OK(uvcuda_future_start(busy, hs, NULL, tu_rec_done));
