@@ -18,7 +18,10 @@ uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
                            const struct uvcuda__plan_params *p) {
   uint64_t open, close, waited, step;
 
-  if (now < w->quiet_until_ns) return w->quiet_until_ns;
+  /* The loop polls it till then and delivers it if done: the reactor,
+   * which wakes `lead` before a look and polls on from there, looks only
+   * once the loop has let go, without polling up to it. */
+  if (now < w->quiet_until_ns) return w->quiet_until_ns + p->lead_ns;
   uvcuda__plan_window(w, p, &open, &close);
   if (now < open) return open;
   if (now < close) return now; /* inside the window: every pass */

@@ -5,8 +5,12 @@
  *   quiet_until_ns  the loop polls it itself until then (a pre-woken
  *                   future's window): the reactor does not look before.
  * With the reactor's own numbers (plan_params) that gives its next look:
- *   - before the loop's quiet time ends, or before the predicted window
- *     opens (due - lead - dev - 1 us): not before then;
+ *   - before the loop's quiet time ends: not before then plus the lead
+ *     (the reactor, which wakes a lead early and polls on from there,
+ *     wakes as it ends instead of polling up to it: the loop delivers
+ *     what is done before then);
+ *   - before the predicted window opens (due - lead - dev - 1 us): not
+ *     before then;
  *   - inside the window (up to due + 2 dev + 2 us): at every pass;
  *   - otherwise (no prediction, or past the window): it backs off, looking
  *     again after pct % of the time waited so far, at least floor_ns and
