@@ -5,7 +5,10 @@
 # per request (every thread: the loop, uvcuda's reactor, the driver's),
 # from /proc between the server's readiness and the end of the load. Each VARIANT is TAG:LIBDIR:COMPLETION[:A]
 # (LIBDIR holds libuvcuda.so under this build's soname; COMPLETION sets UVCUDA_COMPLETION; A, 0 or
-# 1, sets UVCUDA_ADAPTIVE, unset by default).
+# 1, sets UVCUDA_ADAPTIVE, unset by default). CONNS and DEPTH (default 64
+# and 16: 1024 in flight, the loop thread saturated) set the load's shape:
+# CONNS=8 DEPTH=1 is a steady light load, where the server waits on the
+# GPU between requests and what a wait costs shows in CPU per request.
 #   bench/ab-server.sh BUILD_DIR OUT_DIR ROUNDS VARIANT...
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +37,7 @@ for r in $(seq 1 "$ROUNDS"); do
     for _ in $(seq 80); do [ -s "$TMP/port" ] && break; sleep 0.1; done
     c0=$(ticks $spid)
     res=$(timeout 20 "$S/uvcuda-load" --port "$(cat "$TMP/port" 2>/dev/null || echo 1)" \
-      --threads 4 --conns 64 --depth 16 --requests 1000000 --duration-s 3 --idle-pings 300 \
+      --threads 4 --conns "${CONNS:-64}" --depth "${DEPTH:-16}" --requests 1000000 --duration-s 3 --idle-pings 300 \
       --ping-interval-us 1000 --timeout-s 11 --label "$tag" --op mix --size 4096 --quiet 2>&1 | grep '^RESULT')
     c1=$(ticks $spid)
     kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
@@ -43,7 +46,7 @@ for r in $(seq 1 "$ROUNDS"); do
       'BEGIN { if (n > 0) printf "server CPU %.2f us/req", d * 1e6 / hz / n; else print "server CPU -" }')
     busy=$(grep -o 'busy under load [0-9.]*%' "$TMP/s.err")
     adapt=$(grep -o 'adaptive: [0-9]* predicted[^;]*' "$TMP/s.err")
-    echo "round $r $tag ($comp, $lib): ${res:-no result} [$cpu; $busy${adapt:+; $adapt}]" | tee -a "$OUT/ab-server.txt"
+    echo "round $r $tag ($comp, $lib, ${CONNS:-64}x${DEPTH:-16} in flight): ${res:-no result} [$cpu; $busy${adapt:+; $adapt}]" | tee -a "$OUT/ab-server.txt"
   done
 done
 rm -rf "$TMP"

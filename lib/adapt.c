@@ -109,16 +109,23 @@ static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
 }
 
 /* The fixed budget (0: the caller spins f), or, for the loop's one
- * pending future after a run of such spins that all missed, an arm at
- * once (1). A loop with other work pending does not sleep for it (the
- * spin costs little there) and its spin passes harvest the others too. */
-static int fixed(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
-                 uvcuda_future_t *f, int alone, uint64_t now) {
+ * pending future, the budget stretched to a kind of its stream's work
+ * that ends a little past it (1: spinning), or after a run of such spins
+ * that all missed, an arm at once (1). A loop with other work pending
+ * does not sleep for it (the spin costs little there) and its spin
+ * passes harvest the others too. */
+static int fixed(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
+                 struct uvcuda__tlset *set, uvcuda_future_t *f,
+                 uint64_t budget_ns, int alone, uint64_t now) {
+  uint64_t spin_ns;
   if (!alone) return 0;
   if (a->misses < MISS_RUN || ++a->unspun >= EXPLORE) {
     a->unspun = 0;
     f->adapt_ = UVCUDA__ADAPT_FIXED;
-    return 0;
+    spin_ns = uvcuda__modes_spin(&f->tl_->modes, budget_ns);
+    if (spin_ns == budget_ns) return 0;
+    uvcuda__spin_add(sp, f, f->start_ns_ + spin_ns);
+    return 1;
   }
   uvcuda__spin_arm(set, f, now);
   return 1;
@@ -140,14 +147,14 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
    * teach late predictions that skip the spin that would have caught the
    * work (design.md, "Adaptive spin and pre-wake"). */
   if (!alone || !uvcuda__predict_trusted(p))
-    return fixed(a, set, f, alone, now);
+    return fixed(a, sp, set, f, budget_ns, alone, now);
   /* A prediction that came out early cost the spin that would have caught
    * the work (a server's lone futures, learnt under load, may all run
    * shorter than learnt). The next ones take the fixed budget, twice as
    * many after each early one in a row. */
   if (a->skip > 0) {
     a->skip--;
-    return fixed(a, set, f, alone, now);
+    return fixed(a, sp, set, f, budget_ns, alone, now);
   }
   end = t0 + p->mean_ns; /* learnt from start to seen */
   margin = 2 * p->dev_ns + 2 * US;

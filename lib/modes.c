@@ -12,7 +12,7 @@ void uvcuda__modes_add(struct uvcuda__modes *m, uint64_t ns) {
 int uvcuda__modes_next(const struct uvcuda__modes *m, uint64_t after,
                        uint64_t *center, uint64_t *spread) {
   uint32_t v[UVCUDA__MODES_RING], x;
-  uint32_t i, j, k;
+  uint32_t i, j, k, strays = 0;
 
   for (i = 0; i < m->n; i++) { /* insertion sort: 16 numbers */
     x = m->ns[i];
@@ -27,7 +27,24 @@ int uvcuda__modes_next(const struct uvcuda__modes *m, uint64_t after,
       *spread = (v[k - 1] - v[i]) / 2;
       return 1;
     }
-    if (k - i < UVCUDA__MODES_MIN) k = i + 1; /* no run from here */
+    if (k - i < UVCUDA__MODES_MIN) {
+      /* No run from here: a length past `after` in no kind says work
+       * ends between kinds too; two of them, and the next kind's length
+       * is no longer a time to sleep until. */
+      if (v[i] > after && ++strays >= UVCUDA__MODES_STRAYS) return 0;
+      k = i + 1;
+    }
   }
   return 0;
+}
+
+uint64_t uvcuda__modes_spin(const struct uvcuda__modes *m, uint64_t budget_ns) {
+  uint64_t after = 0, center, spread, end;
+  while (uvcuda__modes_next(m, after, &center, &spread)) {
+    end = center + 2 * spread + 2 * US;
+    if (end > 2 * budget_ns) break;
+    if (end > budget_ns) return end;
+    after = center;
+  }
+  return budget_ns;
 }

@@ -23,10 +23,25 @@ struct uvcuda__modes {
   uint32_t n, next;                /* samples held, where the next goes */
 };
 
+/* Lengths past the age of a wait, in no mode, before the next mode: this
+ * many, and that mode is not where the wait will end (see
+ * uvcuda__modes_next). */
+#define UVCUDA__MODES_STRAYS 2u
+
 void uvcuda__modes_add(struct uvcuda__modes *m, uint64_t ns);
 /* The first mode whose center lies beyond `after` ns: 1, its center and
- * half its spread; 0 if there is none. */
+ * half its spread; 0 if there is none, or if UVCUDA__MODES_STRAYS lengths
+ * of the ring, each in no mode, lie between `after` and it (work of a
+ * kind not seen often enough to make a mode also ends first). */
 int uvcuda__modes_next(const struct uvcuda__modes *m, uint64_t after,
                        uint64_t *center, uint64_t *spread);
+
+/* How long after its start the loop spins for a lone future whose length
+ * nobody predicts: `budget_ns`, or the end of the first mode that lies
+ * beyond it (center + 2 spreads + 2 us), if that is within twice the
+ * budget. A kind of work a little longer than the budget (a short kernel
+ * behind a slow launch) is then caught by the spin rather than armed just
+ * before it ends, for one budget more of spinning at most. */
+uint64_t uvcuda__modes_spin(const struct uvcuda__modes *m, uint64_t budget_ns);
 
 #endif

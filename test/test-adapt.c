@@ -468,6 +468,52 @@ static void spins_that_never_catch_are_skipped(void **state) {
   tu_fx_close(e);
 }
 
+/* A lone future's stream runs two kinds of work in turn, neither one
+ * predicted: 1.4 budgets and 5 budgets long. Once its recent lengths show
+ * the short kind (modes.h), the loop spins until just past it instead of
+ * arming at the end of the budget: some short future is caught by the
+ * spin (before, none could be: the work outlasts the budget). A future
+ * that was predicted all the same is not counted. */
+static int op_past_budget(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  tu_sleep((CUstream)s, rep_ns() / 5 * 7);
+  return 0;
+}
+
+static int op_five_budgets(uvcuda_future_t *f, uvcuda_stream_t s) {
+  (void)f;
+  tu_sleep((CUstream)s, 5 * rep_ns());
+  return 0;
+}
+
+static void a_kind_just_past_the_budget_is_caught(void **state) {
+  tu_fx_t *fx = tu_fx(state);
+  tu_fx_loop_t *e = open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE,
+                                  (int)(rep_ns() / 1000u));
+  uvcuda_future_t *f = tu_fx_futures(fx, 1);
+  CUstream s = tu_stream();
+  uvcuda_stats_t before, after;
+  int i, caught = -1;
+
+  TU_OK(uvcuda_future_init(&e->ul, f));
+  f->data = tu_fx_rec(fx);
+  for (i = 0; i < 48 && caught < 0; i++) {
+    before = stats_of(e);
+    await_one(e, f, s, i % 2 ? op_five_budgets : op_past_budget);
+    after = stats_of(e);
+    if (i % 2 == 0 && after.predicted == before.predicted &&
+        after.completed_spin > before.completed_spin)
+      caught = i;
+  }
+  if (caught < 0) fail_msg("no short future was caught by the spin");
+  /* Not before the ring held five of the short kind. */
+  assert_true(caught >= 10);
+  TU_OK(uvcuda_future_close(f, NULL));
+  tu_run(&e->uv, 5000);
+  tu_stream_destroy(s);
+  tu_fx_close(e);
+}
+
 static int op_longer(uvcuda_future_t *f, uvcuda_stream_t s) {
   (void)f;
   tu_sleep((CUstream)s, 10 * rep_ns());
@@ -883,6 +929,7 @@ static void the_loop_sleeps_after_a_prewake(void **state) {
       CASE(early_predictions_are_backed_off, c),                         \
       CASE(spins_that_never_catch_are_skipped, c),                       \
       CASE(spin_time_is_counted, c),                                     \
+      CASE(a_kind_just_past_the_budget_is_caught, c),                    \
       CASE(a_late_prediction_cancelled_is_not_counted, c),               \
       CASE(the_loop_sleeps_after_a_prewake, c),                         \
       CASE(an_idle_loops_backend_fd_is_quiet, c),                       \

@@ -180,6 +180,36 @@ static void modes_of_recent_lengths(void **state) {
   assert_int_equal(c, UINT32_MAX);
 }
 
+/* A wait is not slept through to the next kind while other lengths in no
+ * kind lie between its age and that kind: with two such, the work may
+ * well end first (a short kind not yet seen five times: the reactor slept
+ * through 28 ms work to the window of the 100 ms kind, and seeing it
+ * there taught a 60 ms length, in the simulation). One is allowed, and
+ * lengths the wait has outlasted do not count. */
+static void work_between_kinds_is_not_slept_through(void **state) {
+  struct uvcuda__modes m;
+  uint64_t c, sp;
+  int i;
+  (void)state;
+  memset(&m, 0, sizeof(m));
+  for (i = 0; i < 16; i++) /* 100 ms, and 27, 29 and 31 ms work: no kind */
+    uvcuda__modes_add(&m, i % 2 ? 100 * MS : (i % 3 * 2 + 27) * MS);
+  assert_false(uvcuda__modes_next(&m, 20 * MS, &c, &sp));
+  /* Past them: the 100 ms kind again. */
+  assert_true(uvcuda__modes_next(&m, 31 * MS, &c, &sp));
+  assert_int_equal(c, 100 * MS);
+  /* One stray only, or strays the wait has outlasted: the kind. */
+  memset(&m, 0, sizeof(m));
+  for (i = 0; i < 15; i++) uvcuda__modes_add(&m, 100 * MS);
+  uvcuda__modes_add(&m, 28 * MS);
+  assert_true(uvcuda__modes_next(&m, 20 * MS, &c, &sp));
+  uvcuda__modes_add(&m, 7 * MS);
+  uvcuda__modes_add(&m, 9 * MS);
+  assert_true(uvcuda__modes_next(&m, 20 * MS, &c, &sp));
+  uvcuda__modes_add(&m, 40 * MS);
+  assert_false(uvcuda__modes_next(&m, 20 * MS, &c, &sp));
+}
+
 /* Random lengths, uniform over 5 µs .. 2 ms (the bench's `mixed`), rarely
  * look like a mode: one would keep the reactor from looking until its
  * window, however early the work ended. Of 1000 rings of 16 (a fixed
@@ -209,6 +239,32 @@ static void uniform_lengths_rarely_make_a_mode(void **state) {
   if (kept < 900) fail_msg("only %d of 1000 two-kind rings kept theirs", kept);
   print_message("uniform rings with a mode: %d of 1000; two kinds: %d\n", found,
                 kept);
+}
+
+/* A lone future nobody predicts spins its budget, or until the end of the
+ * first kind of work that ends past it (center + 2 spreads + 2 us), if
+ * that is within twice the budget (modes.h). */
+static void a_kind_just_past_the_budget_is_spun_for(void **state) {
+  struct uvcuda__modes m;
+  int i;
+  (void)state;
+  memset(&m, 0, sizeof(m));
+  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 20 * US); /* none */
+  for (i = 0; i < 16; i++) /* 24, 25 µs and 500 µs, alternately */
+    uvcuda__modes_add(&m, i % 2 ? 500 * US : (24 + i % 4 / 2) * US);
+  /* center 25, spread 0.5: spun until 25 + 1 + 2 µs. */
+  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 28 * US);
+  /* Within the budget already, or more than twice it away: the budget. */
+  assert_int_equal(uvcuda__modes_spin(&m, 30 * US), 30 * US);
+  assert_int_equal(uvcuda__modes_spin(&m, 13 * US), 13 * US);
+  /* A first kind within the budget, a second just past it. */
+  memset(&m, 0, sizeof(m));
+  for (i = 0; i < 16; i++) uvcuda__modes_add(&m, i % 2 ? 30 * US : 5 * US);
+  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 32 * US);
+  /* Only a long kind: the budget. */
+  memset(&m, 0, sizeof(m));
+  for (i = 0; i < 16; i++) uvcuda__modes_add(&m, 2000 * US);
+  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 20 * US);
 }
 
 /* The probe gap: the interval for young waits, 5 % of an older one,
@@ -263,6 +319,8 @@ int main(void) {
       cmocka_unit_test(lead_and_floor_follow_the_lateness),
       cmocka_unit_test(modes_of_recent_lengths),
       cmocka_unit_test(uniform_lengths_rarely_make_a_mode),
+      cmocka_unit_test(work_between_kinds_is_not_slept_through),
+      cmocka_unit_test(a_kind_just_past_the_budget_is_spun_for),
       cmocka_unit_test(probes_back_off_with_the_youngest_wait),
       cmocka_unit_test(work_done_in_time_is_not_probed),
   };
