@@ -275,6 +275,7 @@ void uvcuda__adapt_pass(struct uvcuda__adapt *a, struct uvcuda__tlset *set,
     if (f->state_ != UVCUDA_FUTURE_ARMED) continue; /* done: forget counts it */
     f->adapt_ =
         UVCUDA__ADAPT_HOT; /* polled and not yet done: spinning for it */
+    f->tl_->polled_ns = now; /* a later sighting by the reactor: since */
     if (now >= f->hot_until_ns_) {
       /* Not yet: the reactor delivers it, as without a prediction. */
       uvcuda__queue_remove(q);

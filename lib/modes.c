@@ -29,8 +29,8 @@ int uvcuda__modes_next(const struct uvcuda__modes *m, uint64_t after,
     }
     if (k - i < UVCUDA__MODES_MIN) {
       /* No run from here: a length past `after` in no kind says work
-       * ends between kinds too; two of them, and the next kind's length
-       * is no longer a time to sleep until. */
+       * ends between kinds too; enough of them, and the next kind's
+       * length is no longer a time to sleep until. */
       if (v[i] > after && ++strays >= UVCUDA__MODES_STRAYS) return 0;
       k = i + 1;
     }

@@ -24,9 +24,12 @@ struct uvcuda__modes {
 };
 
 /* Lengths past the age of a wait, in no mode, before the next mode: this
- * many, and that mode is not where the wait will end (see
- * uvcuda__modes_next). */
-#define UVCUDA__MODES_STRAYS 2u
+ * many (a quarter of the ring), and that mode is not where the wait will
+ * end (see uvcuda__modes_next). Fewer are mostly work of the short kind
+ * that a spin missed, seen late (two kinds, 5 and 500 µs on the H100: at
+ * two, the reactor backed off through the long kind's waits and spent
+ * twice the CPU, run 25). */
+#define UVCUDA__MODES_STRAYS 4u
 
 void uvcuda__modes_add(struct uvcuda__modes *m, uint64_t ns);
 /* The first mode whose center lies beyond `after` ns: 1, its center and

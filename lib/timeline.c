@@ -336,7 +336,10 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
     if (want_seen && seen == 0) {
       if (tl->seen_ns != 0) { /* a wake source's sighting */
         seen = tl->seen_ns;
-        if (set->adaptive) learn(tl, f, seen, tl->after_ns, tl->seen_early);
+        if (set->adaptive)
+          learn(tl, f, seen,
+                tl->polled_ns > tl->after_ns ? tl->polled_ns : tl->after_ns,
+                tl->seen_early);
       } else { /* the loop's own look: now */
         seen = uv_hrtime();
         if (set->adaptive)
@@ -369,6 +372,7 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
   if (n > 0) {
     if (seen == 0) seen = tl->seen_ns ? tl->seen_ns : uv_hrtime();
     tl->done_ns = seen;
+    tl->polled_ns = 0;
     if (set->adaptive) tl->pred.last_ns = seen;
     uvcuda__tl_touch(set, tl);
   }

@@ -49,6 +49,9 @@ struct uvcuda__timeline {
    * work not done, and whether the sighting was the first look inside a
    * predicted window (watch.h). */
   uint64_t after_ns;
+  /* The loop's own last poll of a pre-woken future that found it not done
+   * (0: none): a reactor that did not look meanwhile knows less. */
+  uint64_t polled_ns;
   int seen_early;
   /* When its last future was seen done (0: none yet): the next one's wait
    * cannot have begun before (the reactor's back-off counts from it). */
