@@ -39,12 +39,15 @@ int uvcuda__modes_next(const struct uvcuda__modes *m, uint64_t after,
 }
 
 uint64_t uvcuda__modes_spin(const struct uvcuda__modes *m, uint64_t budget_ns) {
-  uint64_t after = 0, center, spread, end;
-  while (uvcuda__modes_next(m, after, &center, &spread)) {
-    end = center + 2 * spread + 2 * US;
-    if (end > 2 * budget_ns) break;
-    if (end > budget_ns) return end;
-    after = center;
+  uint64_t top = 0, end;
+  uint32_t i, k = 0;
+  for (i = 0; i < m->n; i++) {
+    if (m->ns[i] > 2 * budget_ns) continue;
+    k++;
+    if (m->ns[i] > top) top = m->ns[i];
   }
-  return budget_ns;
+  if (k < UVCUDA__MODES_MIN) return budget_ns;
+  end = top + 2 * US;
+  if (end > 2 * budget_ns) end = 2 * budget_ns;
+  return end > budget_ns ? end : budget_ns;
 }

@@ -40,11 +40,13 @@ int uvcuda__modes_next(const struct uvcuda__modes *m, uint64_t after,
                        uint64_t *center, uint64_t *spread);
 
 /* How long after its start the loop spins for a lone future whose length
- * nobody predicts: `budget_ns`, or the end of the first mode that lies
- * beyond it (center + 2 spreads + 2 us), if that is within twice the
- * budget. A kind of work a little longer than the budget (a short kernel
- * behind a slow launch) is then caught by the spin rather than armed just
- * before it ends, for one budget more of spinning at most. */
+ * nobody predicts: `budget_ns`, or, when UVCUDA__MODES_MIN or more of the
+ * ring's lengths are within twice the budget (a short kind of work), until
+ * the longest of them (+2 us, at most twice the budget). The tail of a
+ * short kind a little past the budget (a short kernel behind a slow
+ * launch) is then caught by the spin rather than armed just before it
+ * ends, for one budget more of spinning at most; what the spin catches is
+ * seen exactly, so the stretch shrinks to the kind's real tail. */
 uint64_t uvcuda__modes_spin(const struct uvcuda__modes *m, uint64_t budget_ns);
 
 #endif

@@ -245,9 +245,9 @@ static void uniform_lengths_rarely_make_a_mode(void **state) {
                 kept);
 }
 
-/* A lone future nobody predicts spins its budget, or until the end of the
- * first kind of work that ends past it (center + 2 spreads + 2 us), if
- * that is within twice the budget (modes.h). */
+/* A lone future nobody predicts spins its budget, or, when five or more
+ * recent lengths are within twice it, until the longest of them (+2 us,
+ * at most twice the budget) (modes.h). */
 static void a_kind_just_past_the_budget_is_spun_for(void **state) {
   struct uvcuda__modes m;
   int i;
@@ -256,19 +256,22 @@ static void a_kind_just_past_the_budget_is_spun_for(void **state) {
   assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 20 * US); /* none */
   for (i = 0; i < 16; i++) /* 24, 25 µs and 500 µs, alternately */
     uvcuda__modes_add(&m, i % 2 ? 500 * US : (24 + i % 4 / 2) * US);
-  /* center 25, spread 0.5: spun until 25 + 1 + 2 µs. */
-  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 28 * US);
-  /* Within the budget already, or more than twice it away: the budget. */
+  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 27 * US);
+  /* Within the budget already: the budget; past twice it: twice it. */
   assert_int_equal(uvcuda__modes_spin(&m, 30 * US), 30 * US);
-  assert_int_equal(uvcuda__modes_spin(&m, 13 * US), 13 * US);
-  /* A first kind within the budget, a second just past it. */
+  assert_int_equal(uvcuda__modes_spin(&m, 13 * US), 26 * US);
+  assert_int_equal(uvcuda__modes_spin(&m, 11 * US), 11 * US); /* none within */
+  /* A short kind's tail, seen late (spread out): its longest within. */
   memset(&m, 0, sizeof(m));
-  for (i = 0; i < 16; i++) uvcuda__modes_add(&m, i % 2 ? 30 * US : 5 * US);
-  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 32 * US);
-  /* Only a long kind: the budget. */
+  for (i = 0; i < 16; i++)
+    uvcuda__modes_add(&m, i % 2 ? 500 * US : (i < 8 ? 15 : 22 + i) * US);
+  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 38 * US);
+  /* Four within: not enough. */
   memset(&m, 0, sizeof(m));
-  for (i = 0; i < 16; i++) uvcuda__modes_add(&m, 2000 * US);
+  for (i = 0; i < 16; i++) uvcuda__modes_add(&m, i >= 12 ? 30 * US : 2000 * US);
   assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 20 * US);
+  uvcuda__modes_add(&m, 31 * US);
+  assert_int_equal(uvcuda__modes_spin(&m, 20 * US), 33 * US);
 }
 
 /* The probe gap: the interval for young waits, 5 % of an older one,
