@@ -215,6 +215,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
             { tail -20 "$OUT/node-old-build.log"; status=1; continue; }
         fi
         addons=(old:/tmp/uvcuda-node-old/bindings/node/uvcuda.node "${addons[@]}")
+        cp bindings/node/bench/http/app.js bindings/node/bench/http/run.js "$old/bindings/node/bench/http/"
       fi
       here=$PWD/bindings/node/bench/http
       for spec in "${addons[@]}" pool:; do
