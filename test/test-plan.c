@@ -181,12 +181,11 @@ static void modes_of_recent_lengths(void **state) {
 }
 
 /* A wait is not slept through to the next kind while other lengths in no
- * kind lie between its age and that kind: with two such, the work may
- * well end first (a short kind not yet seen five times: the reactor slept
- * through 28 ms work to the window of the 100 ms kind, and seeing it
- * there taught a 60 ms length, in the simulation). Fewer than
- * UVCUDA__MODES_STRAYS are allowed, and lengths the wait has outlasted do
- * not count. */
+ * kind lie between its age and that kind: with UVCUDA__MODES_STRAYS such,
+ * the work may well end first (a short kind not yet seen five times: the
+ * reactor slept through 28 ms work to the window of the 100 ms kind, and
+ * seeing it there taught a 60 ms length, in the simulation). Fewer are
+ * allowed, and lengths the wait has outlasted do not count. */
 static void work_between_kinds_is_not_slept_through(void **state) {
   struct uvcuda__modes m;
   uint64_t c, sp;
