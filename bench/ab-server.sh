@@ -46,7 +46,14 @@ for r in $(seq 1 "$ROUNDS"); do
       'BEGIN { if (n > 0) printf "server CPU %.2f us/req", d * 1e6 / hz / n; else print "server CPU -" }')
     busy=$(grep -o 'busy under load [0-9.]*%' "$TMP/s.err")
     adapt=$(grep -o 'adaptive: [0-9]* predicted[^;]*' "$TMP/s.err")
-    echo "round $r $tag ($comp, $lib, ${CONNS:-64}x${DEPTH:-16} in flight): ${res:-no result} [$cpu; $busy${adapt:+; $adapt}]" | tee -a "$OUT/ab-server.txt"
+    # Of it, over the server's whole run (its stats at exit): the loop's
+    # time in uvcuda's spin and the reactor thread's CPU, per request.
+    split=$(awk -v n="${reqs:-0}" '/uvcuda-server: futures:/ {
+        for (i = 1; i <= NF; i++) {
+          if ($(i + 1) == "ms" && $(i + 2) ~ /^spinning/) spin = $i
+          if ($i == "CPU" && $(i - 1) == "reactor") rcpu = $(i + 1) }
+        if (n > 0) printf "loop spin %.2f, reactor %.2f us/req", spin * 1e3 / n, rcpu * 1e3 / n }' "$TMP/s.err")
+    echo "round $r $tag ($comp, $lib, ${CONNS:-64}x${DEPTH:-16} in flight): ${res:-no result} [$cpu${split:+ ($split)}; $busy${adapt:+; $adapt}]" | tee -a "$OUT/ab-server.txt"
   done
 done
 rm -rf "$TMP"

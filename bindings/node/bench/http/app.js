@@ -114,9 +114,13 @@ let enqueueNs = createHistogram(); // a GPU request's time in the enqueue calls 
 let serviceNs = createHistogram(); // GPU request start to result checked
 let counters;
 let cpu0 = process.cpuUsage();
+// uvcuda's own share of the wait, from its stats (cumulative there).
+const waitStats = () => (variant === 'uvcuda' ? uvcuda.stats() : { reactorCpuNs: 0, spinNs: 0 });
+let wait0 = waitStats();
 function resetCounters() {
   counters = { gpuOk: 0, gpuErrors: 0, checkFailures: 0, nogpu: 0, maxInflight: inflight };
   cpu0 = process.cpuUsage(); // the whole process: every thread, uvcuda's reactor too
+  wait0 = waitStats();
   enqueueNs = createHistogram();
   serviceNs = createHistogram();
   eld.reset();
@@ -140,7 +144,10 @@ function stats() {
     enqueueUs: summarize(enqueueNs, 1e3),
     serviceUs: summarize(serviceNs, 1e3),
     cpuUs: (({ user, system }) => user + system)(process.cpuUsage(cpu0)),
-    reactorCpuUs: variant === 'uvcuda' ? uvcuda.stats().reactorCpuNs / 1e3 : null,
+    // Since the last reset: the reactor thread's CPU, and the JS thread's
+    // time between two spinning passes (it never slept: the spin's share).
+    reactorCpuUs: variant === 'uvcuda' ? (waitStats().reactorCpuNs - wait0.reactorCpuNs) / 1e3 : null,
+    spinUs: variant === 'uvcuda' ? (waitStats().spinNs - wait0.spinNs) / 1e3 : null,
   };
 }
 

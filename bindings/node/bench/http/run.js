@@ -230,6 +230,7 @@ async function main() {
       // of every route the phase drove.
       const served = Object.values(p.routes).reduce((a, l) => a + l.ok, 0);
       const cpuPerReq = served > 0 ? p.app.cpuUs / served : null;
+      const per = (x) => (served > 0 && x !== null && x !== undefined ? x / served : null);
       for (const [route, l] of Object.entries(p.routes)) {
         rows.push({
           source: src,
@@ -253,6 +254,8 @@ async function main() {
           enqueueP50Us: route === 'gpu' ? p.app.enqueueUs.p50 : null,
           enqueueP99Us: route === 'gpu' ? p.app.enqueueUs.p99 : null,
           appCpuUsPerReq: cpuPerReq,
+          reactorCpuUsPerReq: per(p.app.reactorCpuUs),
+          spinUsPerReq: per(p.app.spinUs),
         });
       }
     }
@@ -323,15 +326,16 @@ async function main() {
           '(perf_hooks.monitorEventLoopDelay, 1 ms timer: an idle loop reads ~1.0 ms), ms. ' +
           'enq: the synchronous part of a /gpu request on the JS thread (the enqueue calls), µs. ' +
           'CPU/req: the app process\'s CPU (every thread: JS, uvcuda\'s reactor, libuv\'s pool, the driver\'s) ' +
-          'over the phase, per request of the phase, µs.');
+          'over the phase, per request of the phase, µs; of it, reactor: uvcuda\'s reactor thread\'s CPU, ' +
+          'and spin: the JS thread\'s time in uvcuda\'s spin (between two passes that spun), µs per request.');
   md.push('');
-  md.push('| variant | phase | route | req/s | p50 µs | p99 µs | max µs | errors | timeouts | non-2xx | GPU errors (app) | ELD p50 ms | ELD p99 ms | ELD max ms | enq p50 µs | enq p99 µs | CPU/req µs |' +
+  md.push('| variant | phase | route | req/s | p50 µs | p99 µs | max µs | errors | timeouts | non-2xx | GPU errors (app) | ELD p50 ms | ELD p99 ms | ELD max ms | enq p50 µs | enq p99 µs | CPU/req µs | reactor µs/req | spin µs/req |' +
           (simulated ? ' source |' : ''));
-  md.push('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|' + (simulated ? '---|' : ''));
+  md.push('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|' + (simulated ? '---|' : ''));
   for (const x of rows) {
     md.push(`| ${x.variant} | ${x.phase} | /${x.route} | ${f(x.rps)} | ${f(x.p50Us)} | ${f(x.p99Us)} | ${f(x.maxUs)} | ` +
             `${x.errors} | ${x.timeouts} | ${x.non2xx} | ${x.appGpuErrors} | ${f(x.eldP50Ms, 2)} | ${f(x.eldP99Ms, 2)} | ` +
-            `${f(x.eldMaxMs, 2)} | ${f(x.enqueueP50Us)} | ${f(x.enqueueP99Us)} | ${f(x.appCpuUsPerReq, 1)} |` +
+            `${f(x.eldMaxMs, 2)} | ${f(x.enqueueP50Us)} | ${f(x.enqueueP99Us)} | ${f(x.appCpuUsPerReq, 1)} | ${f(x.reactorCpuUsPerReq, 1)} | ${f(x.spinUsPerReq, 1)} |` +
             (simulated ? ' simulation |' : ''));
   }
   md.push('');
