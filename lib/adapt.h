@@ -7,6 +7,9 @@
  *     lengths, mostly long), is armed at once, except one in EXPLORE
  *     that still spins, so that work that turned short is caught again
  *     (a catch ends the run);
+ *   - queued behind a pending future of its stream (a loop with other
+ *     futures pending) whose predicted end lies past this one's budget:
+ *     arm at once, since it cannot end first (the spin could see nothing);
  *   - predicted to end within the budget: spin until shortly after the
  *     predicted end, then arm;
  *   - predicted to end later: arm at once (the reactor watches it as
