@@ -129,22 +129,27 @@ static int fixed(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
 }
 
 /* A future queued behind others on its stream ends after them (a stream
- * runs in order). When the one ahead is still pending and the stream's
- * prediction puts its end past this one's spin, that spin could see
- * nothing end: armed at once (1; the stream is watched already, and a
- * spin for other work that sees it done delivers it too). Otherwise the
- * fixed budget (0). */
+ * runs in order), so its spin can only see theirs end. It is armed at
+ * once (1; the stream is watched already, and a spin for other work that
+ * sees it done delivers it too) when the one ahead
+ *   - is armed, its own spin spent without seeing it end, unless the
+ *     stream's trusted prediction puts that end within this one's budget;
+ *   - or still spins, and the trusted prediction puts its end past this
+ *     one's budget.
+ * Otherwise the fixed budget (0). */
 static int behind(struct uvcuda__tlset *set, uvcuda_future_t *f,
                   uint64_t budget_ns, uint64_t now) {
   struct uvcuda__timeline *tl = f->tl_;
   const struct uvcuda__predict *p = &tl->pred;
   uvcuda_future_t *h = uvcuda__tl_head(tl);
   uint64_t from;
-  if (h == f || !uvcuda__predict_trusted(p) ||
-      (h->state_ != UVCUDA_FUTURE_ARMED && h->state_ != UVCUDA_FUTURE_SPINNING))
+  int later; /* the one ahead is predicted to end past f's spin */
+  if (h == f) return 0;
+  if (h->state_ != UVCUDA_FUTURE_ARMED && h->state_ != UVCUDA_FUTURE_SPINNING)
     return 0;
   from = h->start_ns_ > p->last_ns ? h->start_ns_ : p->last_ns;
-  if (from + p->mean_ns < f->start_ns_ + budget_ns + 2 * p->dev_ns + 2 * US)
+  later = from + p->mean_ns >= f->start_ns_ + budget_ns + 2 * p->dev_ns + 2 * US;
+  if (uvcuda__predict_trusted(p) ? !later : h->state_ != UVCUDA_FUTURE_ARMED)
     return 0;
   uvcuda__spin_arm(set, f, now);
   return 1;

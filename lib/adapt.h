@@ -8,8 +8,10 @@
  *     that still spins, so that work that turned short is caught again
  *     (a catch ends the run);
  *   - queued behind a pending future of its stream (a loop with other
- *     futures pending) whose predicted end lies past this one's budget:
- *     arm at once, since it cannot end first (the spin could see nothing);
+ *     futures pending) that is armed already (its spin saw nothing end),
+ *     or whose trusted predicted end lies past this one's budget: arm at
+ *     once, since it cannot end first (unless that end is predicted
+ *     within the budget);
  *   - predicted to end within the budget: spin until shortly after the
  *     predicted end, then arm;
  *   - predicted to end later: arm at once (the reactor watches it as

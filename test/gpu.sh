@@ -25,6 +25,10 @@
 #   --ab-server=OLD_SRC ab-server.sh: the library at OLD_SRC, this build with
 #                      adaptive off (twice: an A/A pair) and on (ROUNDS,
 #                      default 2), the server's CPU per request on each line
+#   --ab-server-libs=TAG:SRC[,TAG:SRC]
+#                      ab-server.sh: the library at each source tree SRC, then
+#                      this build's default twice (new, new-aa: an A/A pair),
+#                      interleaved (ROUNDS, default 2; CONNS/DEPTH as there)
 #   --node-http[=OLD_SRC]
 #                      the Node HTTP benchmark (bindings/node/bench/http: 1 ms
 #                      kernels; needs its node_modules carried along): this
@@ -265,6 +269,16 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       for f in "$OUT"/ab-adapt/r*.txt; do
         grep -E "^  adapt (rep|mixed|bimodal)|^ +floor here|^ +A/A: |rounds, same path" "$f" | sed "s|^|$(basename "$f" .txt): |"
       done
+      ;;
+    --ab-server-libs=*)
+      vars=()
+      IFS=, read -ra srcs <<< "${a#--ab-server-libs=}"
+      for spec in "${srcs[@]}"; do
+        tag=${spec%%:*}
+        build_lib "${spec#*:}" "/tmp/uvcuda-lib-$tag" || { status=1; continue 2; }
+        vars+=("$tag:/tmp/uvcuda-lib-$tag:auto")
+      done
+      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-2}" "${vars[@]}" new:"$B":auto new-aa:"$B":auto || status=1
       ;;
     --tput*)
       n=${a#--tput}; n=${n#=}; tput_rounds "${n:-2}"

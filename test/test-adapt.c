@@ -656,10 +656,11 @@ static void queued_futures_keep_stream_order(void **state) {
 
 /* A future queued behind another on its stream cannot end before it (a
  * stream runs in order). When the one ahead is still pending and its
- * stream's prediction puts its end past the new one's spin budget, the new
- * one is armed at once: that spin could see nothing end. Both then
- * complete, in order. A stream with no trusted prediction keeps the spin,
- * as does work queued behind one about to end. */
+ * stream's prediction puts its end past the new one's spin budget, or,
+ * with nothing trusted, when the one ahead is armed already (its own spin
+ * saw nothing end), the new one is armed at once: its spin could see
+ * nothing end. Both then complete, in order. Behind one that still spins,
+ * with nothing trusted, it spins too. */
 static int op_rep(uvcuda_future_t *f, uvcuda_stream_t s) {
   (void)f;
   tu_sleep((CUstream)s, rep_ns());
@@ -705,14 +706,23 @@ static void queued_behind_predicted_work_is_armed_at_once(void **state) {
   if (armed < 0) skip(); /* every try stalled */
   if (!armed) fail_msg("a future behind predicted work was left to spin");
 
-  /* A fresh stream (nothing learnt): the one behind a held one spins. */
+  /* A fresh stream (nothing learnt), held: behind a future that still
+   * spins, the next one spins; behind one armed, the next is armed. */
   tu_gate_init(&gate);
   tu_gate_hold(&gate, fresh);
   TU_OK(uvcuda_future_start(&q[0], fresh, NULL, tu_rec_done));
+  TU_OK(uvcuda_future_start(&q[1], fresh, NULL, tu_rec_done));
+  assert_int_equal(uvcuda_future_state(&q[0]), UVCUDA_FUTURE_SPINNING);
+  assert_int_equal(uvcuda_future_state(&q[1]), UVCUDA_FUTURE_SPINNING);
+  while (uvcuda_future_state(&q[0]) == UVCUDA_FUTURE_SPINNING)
+    uv_run(&e->uv, UV_RUN_NOWAIT);
+  assert_int_equal(uvcuda_future_state(&q[0]), UVCUDA_FUTURE_ARMED);
   TU_OK(uvcuda_future_start(g, fresh, NULL, tu_rec_done));
-  assert_int_equal(uvcuda_future_state(g), UVCUDA_FUTURE_SPINNING);
+  assert_int_equal(uvcuda_future_state(g), UVCUDA_FUTURE_ARMED);
   tu_gate_open(&gate);
   while (rg->calls == 0) uv_run(&e->uv, UV_RUN_ONCE);
+  assert_int_equal(r0->status, 0);
+  assert_int_equal(r1->status, 0);
   assert_int_equal(rg->status, 0);
   st = stats_of(e);
   assert_every_prediction_counted(&st, 0);
