@@ -132,8 +132,9 @@ static int fixed(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
  * runs in order), so its spin can only see theirs end. It is armed at
  * once (1; the stream is watched already, and a spin for other work that
  * sees it done delivers it too) when the one ahead
- *   - is armed, its own spin spent without seeing it end, unless the
- *     stream's trusted prediction puts that end within this one's budget;
+ *   - is armed, its own spin spent without seeing it end, and not done now
+ *     (done, this spin's first pass delivers it), unless the stream's
+ *     trusted prediction puts that end within this one's budget;
  *   - or still spins, and the trusted prediction puts its end past this
  *     one's budget.
  * Otherwise the fixed budget (0). */
@@ -150,6 +151,8 @@ static int behind(struct uvcuda__tlset *set, uvcuda_future_t *f,
   from = h->start_ns_ > p->last_ns ? h->start_ns_ : p->last_ns;
   later = from + p->mean_ns >= f->start_ns_ + budget_ns + 2 * p->dev_ns + 2 * US;
   if (uvcuda__predict_trusted(p) ? !later : h->state_ != UVCUDA_FUTURE_ARMED)
+    return 0;
+  if (h->state_ == UVCUDA_FUTURE_ARMED && uvcuda__tl_passed(tl, h->seq_))
     return 0;
   uvcuda__spin_arm(set, f, now);
   return 1;
