@@ -108,14 +108,17 @@ static void pending_insert(struct uvcuda__adapt *a, uvcuda_future_t *f) {
   if (a->timer_at == 0 || f->wake_ns_ < a->timer_at) set_timer(a, f->wake_ns_);
 }
 
-/* For the loop's one pending future: the fixed budget (0: the caller
- * spins f), or the budget stretched to a kind of its stream's work that
- * ends a little past it (1: spinning), or after a run of such spins that
- * all missed, an arm at once (1). */
+/* The fixed budget (0: the caller spins f), or, for the loop's one
+ * pending future, the budget stretched to a kind of its stream's work
+ * that ends a little past it (1: spinning), or after a run of such spins
+ * that all missed, an arm at once (1). A loop with other work pending
+ * does not sleep for it (the spin costs little there) and its spin
+ * passes harvest the others too. */
 static int fixed(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
                  struct uvcuda__tlset *set, uvcuda_future_t *f,
-                 uint64_t budget_ns, uint64_t now) {
+                 uint64_t budget_ns, int alone, uint64_t now) {
   uint64_t spin_ns;
+  if (!alone) return 0;
   if (a->misses < MISS_RUN || ++a->unspun >= EXPLORE) {
     a->unspun = 0;
     f->adapt_ = UVCUDA__ADAPT_FIXED;
@@ -124,36 +127,6 @@ static int fixed(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
     uvcuda__spin_add(sp, f, f->start_ns_ + spin_ns);
     return 1;
   }
-  uvcuda__spin_arm(set, f, now);
-  return 1;
-}
-
-/* A future queued behind others on its stream ends after them (a stream
- * runs in order), so its spin can only see theirs end. It is armed at
- * once (1; the stream is watched already, and a spin for other work that
- * sees it done delivers it too) when the one ahead
- *   - is armed, its own spin spent without seeing it end, and not done now
- *     (done, this spin's first pass delivers it), unless the stream's
- *     trusted prediction puts that end within this one's budget;
- *   - or still spins, and the trusted prediction puts its end past this
- *     one's budget.
- * Otherwise the fixed budget (0). */
-static int behind(struct uvcuda__tlset *set, uvcuda_future_t *f,
-                  uint64_t budget_ns, uint64_t now) {
-  struct uvcuda__timeline *tl = f->tl_;
-  const struct uvcuda__predict *p = &tl->pred;
-  uvcuda_future_t *h = uvcuda__tl_head(tl);
-  uint64_t from;
-  int later; /* the one ahead is predicted to end past f's spin */
-  if (h == f) return 0;
-  if (h->state_ != UVCUDA_FUTURE_ARMED && h->state_ != UVCUDA_FUTURE_SPINNING)
-    return 0;
-  from = h->start_ns_ > p->last_ns ? h->start_ns_ : p->last_ns;
-  later = from + p->mean_ns >= f->start_ns_ + budget_ns + 2 * p->dev_ns + 2 * US;
-  if (uvcuda__predict_trusted(p) ? !later : h->state_ != UVCUDA_FUTURE_ARMED)
-    return 0;
-  if (h->state_ == UVCUDA_FUTURE_ARMED && uvcuda__tl_passed(tl, h->seq_))
-    return 0;
   uvcuda__spin_arm(set, f, now);
   return 1;
 }
@@ -169,20 +142,19 @@ int uvcuda__adapt_start(struct uvcuda__adapt *a, struct uvcuda__spin *sp,
   if (!a->on || budget_ns == 0 || tl->mode == UVCUDA__TL_HOSTFN ||
       set->completion == UVCUDA_COMPLETION_POLL)
     return 0;
-  /* Pre-wakes only for the loop's one pending future: a loop with other
-   * work pending rarely sleeps, so a pre-wake saves it nothing, and its
-   * late harvests teach late predictions that skip the spin that would
-   * have caught the work (design.md, "Adaptive spin and pre-wake"). */
-  if (!alone) return behind(set, f, budget_ns, now);
-  if (!uvcuda__predict_trusted(p))
-    return fixed(a, sp, set, f, budget_ns, now);
+  /* Only the loop's one pending future: a loop with other work pending
+   * rarely sleeps, so a pre-wake saves it nothing, and its late harvests
+   * teach late predictions that skip the spin that would have caught the
+   * work (design.md, "Adaptive spin and pre-wake"). */
+  if (!alone || !uvcuda__predict_trusted(p))
+    return fixed(a, sp, set, f, budget_ns, alone, now);
   /* A prediction that came out early cost the spin that would have caught
    * the work (a server's lone futures, learnt under load, may all run
    * shorter than learnt). The next ones take the fixed budget, twice as
    * many after each early one in a row. */
   if (a->skip > 0) {
     a->skip--;
-    return fixed(a, sp, set, f, budget_ns, now);
+    return fixed(a, sp, set, f, budget_ns, alone, now);
   }
   end = t0 + p->mean_ns; /* learnt from start to seen */
   margin = 2 * p->dev_ns + 2 * US;

@@ -7,11 +7,6 @@
  *     lengths, mostly long), is armed at once, except one in EXPLORE
  *     that still spins, so that work that turned short is caught again
  *     (a catch ends the run);
- *   - queued behind a pending future of its stream (a loop with other
- *     futures pending) that is armed already (its spin saw nothing end),
- *     or whose trusted predicted end lies past this one's budget: arm at
- *     once, since it cannot end first (unless that end is predicted
- *     within the budget);
  *   - predicted to end within the budget: spin until shortly after the
  *     predicted end, then arm;
  *   - predicted to end later: arm at once (the reactor watches it as

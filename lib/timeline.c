@@ -266,7 +266,7 @@ void uvcuda__tl_remove(struct uvcuda__tlset *set, uvcuda_future_t *f) {
   uvcuda__tl_touch(set, tl); /* its watch moves on; maybe now free */
 }
 
-int uvcuda__tl_passed(const struct uvcuda__timeline *tl, uint64_t seq) {
+static int passed(const struct uvcuda__timeline *tl, uint64_t seq) {
   if (tl->mode == UVCUDA__TL_HOSTFN) return tl->done_seq >= seq;
   return uvcuda__counter_passed(
       uvcuda__counter_load(tl->counter.host, tl->mode), tl->mode, seq);
@@ -279,7 +279,7 @@ int uvcuda__tl_passed(const struct uvcuda__timeline *tl, uint64_t seq) {
 static int quiescent(const struct uvcuda__timeline *tl) {
   if (tl->mode == UVCUDA__TL_HOSTFN) return tl->tickets_out == 0;
   if (tl->faulted || uvcuda__context_fault(tl->ctx) != 0) return 1;
-  return uvcuda__tl_passed(tl, tl->next_seq);
+  return passed(tl, tl->next_seq);
 }
 
 int uvcuda__tl_stale(const struct uvcuda__timeline *tl) {
@@ -332,7 +332,7 @@ uint64_t uvcuda__tl_harvest(struct uvcuda__tlset *set,
   set->harvests++;
   while (!uvcuda__queue_empty(&tl->futures)) {
     f = future_of(uvcuda__queue_head(&tl->futures));
-    if (!uvcuda__tl_passed(tl, f->seq_)) break;
+    if (!passed(tl, f->seq_)) break;
     if (want_seen && seen == 0) {
       if (tl->seen_ns != 0) { /* a wake source's sighting */
         seen = tl->seen_ns;

@@ -135,9 +135,6 @@ int uvcuda__tl_get(struct uvcuda__tlset *set, CUstream s,
 #define UVCUDA__TL_STALE 1         /* replaceable now */
 #define UVCUDA__TL_STALE_WATCHED 2 /* replaceable after a settle */
 int uvcuda__tl_stale(const struct uvcuda__timeline *tl);
-/* Whether tl's marker `seq` is done (its counter, or for host functions
- * the tickets back): a read, nothing harvested. */
-int uvcuda__tl_passed(const struct uvcuda__timeline *tl, uint64_t seq);
 /* Enqueues f's marker on s (its context current) and puts f on tl. */
 int uvcuda__tl_mark(struct uvcuda__tlset *set, struct uvcuda__timeline *tl,
                     CUstream s, uvcuda_future_t *f);

@@ -654,84 +654,6 @@ static void queued_futures_keep_stream_order(void **state) {
   tu_fx_close(e);
 }
 
-/* A future queued behind another on its stream cannot end before it (a
- * stream runs in order). When the one ahead is still pending and its
- * stream's prediction puts its end past the new one's spin budget, or,
- * with nothing trusted, when the one ahead is armed already (its own spin
- * saw nothing end), the new one is armed at once: its spin could see
- * nothing end. Both then complete, in order. Behind one that still spins,
- * with nothing trusted, it spins too. */
-static int op_rep(uvcuda_future_t *f, uvcuda_stream_t s) {
-  (void)f;
-  tu_sleep((CUstream)s, rep_ns());
-  return 0;
-}
-
-static void queued_behind_predicted_work_is_armed_at_once(void **state) {
-  tu_fx_t *fx = tu_fx(state);
-  tu_fx_loop_t *e =
-      open_adaptive(fx, strategy_of(state), UVCUDA_OPT_ADAPTIVE, 1000);
-  enum { CAP = 80, TRIES = 8 };
-  chain_t *c = chain_new(fx, e, CAP, rep_ns(), rep_ns());
-  uvcuda_future_t *q = tu_fx_futures(fx, 3), *g = &q[2];
-  tu_rec_t *r0 = tu_fx_rec(fx), *r1 = tu_fx_rec(fx), *rg = tu_fx_rec(fx);
-  CUstream fresh = tu_stream();
-  tu_gate_t gate;
-  uvcuda_stats_t st;
-  int i, armed = -1, state1;
-  uint64_t t0;
-
-  st = chain_until_predicted(e, c, 1);
-  if (st.predicted == 0) skip(); /* too noisy here to trust a prediction */
-  for (i = 0; i < 3; i++) TU_OK(uvcuda_future_init(&e->ul, &q[i]));
-  q[0].data = r0;
-  q[1].data = r1;
-  g->data = rg;
-  /* The stream's lengths are trusted: a second future queued behind a
-   * first one (its work rep_ns(), 20 budgets) is armed at once, unless the
-   * machine stalled for half that work between the two starts. */
-  for (i = 0; i < TRIES && armed < 0; i++) {
-    int b0 = r0->calls, b1 = r1->calls;
-    t0 = tu_now_ns();
-    TU_OK(uvcuda_future_start(&q[0], c->s, op_rep, tu_rec_done));
-    TU_OK(uvcuda_future_start(&q[1], c->s, op_rep, tu_rec_done));
-    state1 = uvcuda_future_state(&q[1]);
-    if (tu_now_ns() - t0 < rep_ns() / 2) armed = state1 == UVCUDA_FUTURE_ARMED;
-    while (r1->calls == b1) uv_run(&e->uv, UV_RUN_ONCE);
-    /* In order: the one ahead's callback came first. */
-    assert_int_equal(r0->calls, b0 + 1);
-    assert_int_equal(r0->status, 0);
-    assert_int_equal(r1->status, 0);
-  }
-  if (armed < 0) skip(); /* every try stalled */
-  if (!armed) fail_msg("a future behind predicted work was left to spin");
-
-  /* A fresh stream (nothing learnt), held: behind a future that still
-   * spins, the next one spins; behind one armed, the next is armed. */
-  tu_gate_init(&gate);
-  tu_gate_hold(&gate, fresh);
-  TU_OK(uvcuda_future_start(&q[0], fresh, NULL, tu_rec_done));
-  TU_OK(uvcuda_future_start(&q[1], fresh, NULL, tu_rec_done));
-  assert_int_equal(uvcuda_future_state(&q[0]), UVCUDA_FUTURE_SPINNING);
-  assert_int_equal(uvcuda_future_state(&q[1]), UVCUDA_FUTURE_SPINNING);
-  while (uvcuda_future_state(&q[0]) == UVCUDA_FUTURE_SPINNING)
-    uv_run(&e->uv, UV_RUN_NOWAIT);
-  assert_int_equal(uvcuda_future_state(&q[0]), UVCUDA_FUTURE_ARMED);
-  TU_OK(uvcuda_future_start(g, fresh, NULL, tu_rec_done));
-  assert_int_equal(uvcuda_future_state(g), UVCUDA_FUTURE_ARMED);
-  tu_gate_open(&gate);
-  while (rg->calls == 0) uv_run(&e->uv, UV_RUN_ONCE);
-  assert_int_equal(r0->status, 0);
-  assert_int_equal(r1->status, 0);
-  assert_int_equal(rg->status, 0);
-  st = stats_of(e);
-  assert_every_prediction_counted(&st, 0);
-  for (i = 0; i < 3; i++) TU_OK(uvcuda_future_close(&q[i], NULL));
-  tu_gate_free(&gate);
-  tu_stream_destroy(fresh);
-  chain_end(e, c);
-}
-
 /* A fault while a predicted future waits for its pre-wake: it fails with
  * the CUDA error like any armed future (the reactor's probe), and the
  * timer is dropped. In a child, before this process touches the driver:
@@ -1004,7 +926,6 @@ static void the_loop_sleeps_after_a_prewake(void **state) {
       CASE(timing_stamps_stay_in_order_when_predicted, c),               \
       CASE(a_future_closed_while_predicted_closes_cleanly, c),           \
       CASE(queued_futures_keep_stream_order, c),                         \
-      CASE(queued_behind_predicted_work_is_armed_at_once, c),            \
       CASE(early_predictions_are_backed_off, c),                         \
       CASE(spins_that_never_catch_are_skipped, c),                       \
       CASE(spin_time_is_counted, c),                                     \
