@@ -17,18 +17,25 @@ def fds() -> int:
 
 
 def measure(fn: Callable[[], None]) -> Tuple[int, int]:
-    """Heap bytes and gc-tracked objects that fn() left behind."""
-    gc.collect()
-    objects = len(gc.get_objects())
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        fn()
+    """Heap bytes and gc-tracked objects that fn() left behind: the less of
+    two runs in a row. A leak leaves its share behind in every run; a
+    one-off growth of the interpreter's own (seen once in a CI run: 968 KB
+    over 50 loops, never again in 25 runs of the suite) shows in one."""
+    grown, objects = [], []
+    for _ in range(2):
         gc.collect()
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    return after - before, len(gc.get_objects()) - objects
+        before_objects = len(gc.get_objects())
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            fn()
+            gc.collect()
+            after = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        grown.append(after - before)
+        objects.append(len(gc.get_objects()) - before_objects)
+    return min(grown), min(objects)
 
 
 def test_many_awaits_leave_nothing(run: Runner, dev: uvcuda.Device,
