@@ -94,6 +94,20 @@ build_lib() {
   touch "$2/.built"
 }
 
+# The library at each TAG:SRC of the comma-separated list $1, once each,
+# into /tmp/uvcuda-lib-TAG; `built` gets TAG:DIR for each. Fails at the
+# first that does not build.
+build_libs() {
+  local spec tag srcs
+  built=()
+  IFS=, read -ra srcs <<< "$1"
+  for spec in "${srcs[@]}"; do
+    tag=${spec%%:*}
+    build_lib "${spec#*:}" "/tmp/uvcuda-lib-$tag" || return 1
+    built+=("$tag:/tmp/uvcuda-lib-$tag")
+  done
+}
+
 # The library at OLD_SRC, into /tmp/uvcuda-old.
 build_old() { build_lib "$1" /tmp/uvcuda-old; }
 
@@ -258,27 +272,18 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
     --ab-adapt=*)
       # N rounds of the adapt and delivery sections, this build's library
       # (tag "new") against the libraries at other source trees, interleaved.
-      v=${a#--ab-adapt=}; n=${v%%,*}; libs=(new:"$B")
-      IFS=, read -ra srcs <<< "${v#*,}"
-      for spec in "${srcs[@]}"; do
-        tag=${spec%%:*}
-        build_lib "${spec#*:}" "/tmp/uvcuda-lib-$tag" || { status=1; continue 2; }
-        libs+=("$tag:/tmp/uvcuda-lib-$tag")
-      done
+      v=${a#--ab-adapt=}; n=${v%%,*}
+      build_libs "${v#*,}" || { status=1; continue; }
+      libs=(new:"$B" "${built[@]}")
       DELIVERY=1 bench/ab-adapt.sh "$B" "$OUT/ab-adapt" "$n" "${libs[@]}" > "$OUT/ab-adapt.txt" 2>&1 || status=1
       for f in "$OUT"/ab-adapt/r*.txt; do
         grep -E "^  adapt (rep|mixed|bimodal)|^ +floor here|^ +A/A: |rounds, same path" "$f" | sed "s|^|$(basename "$f" .txt): |"
       done
       ;;
     --ab-server-libs=*)
-      vars=()
-      IFS=, read -ra srcs <<< "${a#--ab-server-libs=}"
-      for spec in "${srcs[@]}"; do
-        tag=${spec%%:*}
-        build_lib "${spec#*:}" "/tmp/uvcuda-lib-$tag" || { status=1; continue 2; }
-        vars+=("$tag:/tmp/uvcuda-lib-$tag:auto")
-      done
-      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-2}" "${vars[@]}" new:"$B":auto new-aa:"$B":auto || status=1
+      build_libs "${a#--ab-server-libs=}" || { status=1; continue; }
+      bench/ab-server.sh "$B" "$OUT" "${ROUNDS:-2}" "${built[@]/%/:auto}" \
+        new:"$B":auto new-aa:"$B":auto || status=1
       ;;
     --tput*)
       n=${a#--tput}; n=${n#=}; tput_rounds "${n:-2}"

@@ -20,7 +20,7 @@ def measure(fn: Callable[[], None]) -> Tuple[int, int]:
     """Heap bytes and gc-tracked objects that fn() left behind: the less of
     two runs in a row. A leak leaves its share behind in every run; a
     one-off growth of the interpreter's own (seen once in a CI run: 968 KB
-    over 50 loops, never again in 25 runs of the suite) shows in one."""
+    over 50 loops, never again in 29 runs of the suite) shows in one."""
     grown, objects = [], []
     for _ in range(2):
         gc.collect()

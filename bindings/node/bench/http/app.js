@@ -132,6 +132,7 @@ resetCounters();
 const started = Date.now();
 
 function stats() {
+  const wait = waitStats();
   return {
     variant,
     simulated: info.simulated,
@@ -146,8 +147,8 @@ function stats() {
     cpuUs: (({ user, system }) => user + system)(process.cpuUsage(cpu0)),
     // Since the last reset: the reactor thread's CPU, and the JS thread's
     // time between two spinning passes (it never slept: the spin's share).
-    reactorCpuUs: variant === 'uvcuda' ? (waitStats().reactorCpuNs - wait0.reactorCpuNs) / 1e3 : null,
-    spinUs: variant === 'uvcuda' ? (waitStats().spinNs - wait0.spinNs) / 1e3 : null,
+    reactorCpuUs: variant === 'uvcuda' ? (wait.reactorCpuNs - wait0.reactorCpuNs) / 1e3 : null,
+    spinUs: variant === 'uvcuda' ? (wait.spinNs - wait0.spinNs) / 1e3 : null,
   };
 }
 

@@ -229,8 +229,8 @@ async function main() {
       // The app process's CPU over the phase (every thread), per request
       // of every route the phase drove.
       const served = Object.values(p.routes).reduce((a, l) => a + l.ok, 0);
-      const cpuPerReq = served > 0 ? p.app.cpuUs / served : null;
       const per = (x) => (served > 0 && x !== null && x !== undefined ? x / served : null);
+      const cpuPerReq = per(p.app.cpuUs);
       for (const [route, l] of Object.entries(p.routes)) {
         rows.push({
           source: src,
