@@ -247,7 +247,7 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
           UVCUDA_POOL_ADDON="$B/bindings/node/bench/http/uvcuda_pool.node" \
           timeout 100 node run.js --variants $v --duration 4 --warmup 1 --kernel-us 1000 \
             --out "$OUT/node-http-$tag" > "$OUT/node-http-$tag.txt" 2>&1) || status=1
-        grep -E "^\| $v |FAILED" "$OUT/node-http-$tag.txt" | sed "s/^/$tag: /"
+        grep -E "^\| $v |^counts per|FAILED" "$OUT/node-http-$tag.txt" | sed "s/^/$tag: /"
       done
       ;;
     --python)

@@ -1495,7 +1495,8 @@ int main(int argc, char **argv) {
             "the reactor, %llu by host functions, %llu by polling; %llu "
             "reactor wakeups; "
             "adaptive: %llu predicted (%llu hit, %llu early, %llu late), %llu "
-            "pre-wakes; %.1f ms spinning; reactor CPU %.1f ms\n",
+            "pre-wakes; %.1f ms spinning; reactor CPU %.1f ms, %llu polls, "
+            "%llu sleeps\n",
             (unsigned long long)S.ul_stats.started,
             (unsigned long long)S.ul_stats.completed_spin,
             (unsigned long long)S.ul_stats.completed_reactor,
@@ -1508,6 +1509,8 @@ int main(int argc, char **argv) {
             (unsigned long long)S.ul_stats.predict_late,
             (unsigned long long)S.ul_stats.prewakes,
             (double)S.ul_stats.spin_ns / 1e6,
-            (double)S.ul_stats.reactor_cpu_ns / 1e6);
+            (double)S.ul_stats.reactor_cpu_ns / 1e6,
+            (unsigned long long)S.ul_stats.reactor_polls,
+            (unsigned long long)S.ul_stats.reactor_sleeps);
   return S.forced || err ? 1 : 0;
 }

@@ -115,6 +115,8 @@ let serviceNs = createHistogram(); // GPU request start to result checked
 let counters;
 let cpu0 = process.cpuUsage();
 // uvcuda's own share of the wait, from its stats (cumulative there).
+const COUNTS = ['started', 'completedSpin', 'completedReactor', 'reactorWakeups', 'predicted',
+                'predictHit', 'predictLate', 'prewakes', 'reactorPolls', 'reactorSleeps'];
 const waitStats = () => (variant === 'uvcuda' ? uvcuda.stats() : { reactorCpuNs: 0, spinNs: 0 });
 let wait0 = waitStats();
 function resetCounters() {
@@ -149,6 +151,10 @@ function stats() {
     // time between two spinning passes (it never slept: the spin's share).
     reactorCpuUs: variant === 'uvcuda' ? (wait.reactorCpuNs - wait0.reactorCpuNs) / 1e3 : null,
     spinUs: variant === 'uvcuda' ? (wait.spinNs - wait0.spinNs) / 1e3 : null,
+    // Since the last reset: what the waits did (futures started, seen done
+    // by the spin and by the reactor, its wake-ups of the loop, passes and
+    // sleeps).
+    waitCounts: variant === 'uvcuda' ? Object.fromEntries(COUNTS.map((k) => [k, wait[k] - wait0[k]])) : null,
   };
 }
 

@@ -339,6 +339,17 @@ async function main() {
             (simulated ? ' simulation |' : ''));
   }
   md.push('');
+  // What the waits did, per request of the phase (uvcuda's own counters).
+  for (const r of runs) {
+    for (const p of r.phases) {
+      const c = p.app.waitCounts;
+      const served = Object.values(p.routes).reduce((a, l) => a + l.ok, 0);
+      if (!c || served === 0) continue;
+      md.push(`counts per request, ${r.variant} ${p.phase}: ` +
+              Object.entries(c).map(([k, v]) => `${k} ${(v / served).toFixed(2)}`).join(', '));
+    }
+  }
+  md.push('');
   md.push('Targets' + (simulated ? ` (${SIM_NOTE})` : '') + ':');
   md.push('');
   for (const t of targets) {
