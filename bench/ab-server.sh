@@ -41,6 +41,9 @@ for r in $(seq 1 "$ROUNDS"); do
       --ping-interval-us 1000 --timeout-s 11 --label "$tag" --op mix --size 4096 --quiet 2>&1 | grep '^RESULT')
     c1=$(ticks $spid)
     kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
+    # KEEP_ERR=1: the server's stderr (its exit lines; a -Dprofile=true
+    # library's step times) to OUT.
+    [ "${KEEP_ERR:-0}" = 1 ] && cp "$TMP/s.err" "$OUT/server-$tag-r$r.err"
     reqs=$(grep -o 'reqs=[0-9]*' <<< "$res" | cut -d= -f2)
     cpu=$(awk -v d=$((c1 - c0)) -v hz="$HZ" -v n="${reqs:-0}" \
       'BEGIN { if (n > 0) printf "server CPU %.2f us/req", d * 1e6 / hz / n; else print "server CPU -" }')

@@ -111,7 +111,9 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     uvcuda_future_t *outer = l->op_future; /* an op may start others */
     f->in_op_ = 1; /* a start or close of f from its own op: EBUSY */
     l->op_future = f;
+    UVCUDA__PROF_BEGIN(p1);
     err = uvcuda__op_result(op(f, s));
+    UVCUDA__PROF_END(UVCUDA__P_OP, p1);
     l->op_future = outer;
     f->in_op_ = 0;
     /* The op may have made another context current: the marker needs the
@@ -125,7 +127,11 @@ static int begin(struct uvcuda__loop *l, uvcuda_future_t *f, CUstream s,
     /* The op may have begun a capture on s: ask again. */
     if (err == 0) err = capture_check(s);
   }
-  if (err == 0) err = uvcuda__tl_mark(&l->tls, tl, s, f);
+  if (err == 0) {
+    UVCUDA__PROF_BEGIN(p2);
+    err = uvcuda__tl_mark(&l->tls, tl, s, f);
+    UVCUDA__PROF_END(UVCUDA__P_MARK, p2);
+  }
   uvcuda__ctx_pop(want, prev);
 done:
   if (err == 0) return 0;

@@ -7,8 +7,8 @@
 
 #include <stdio.h>
 
-static const char *const name[UVCUDA__P_COUNT] = {"start", "timer", "idle",
-                                                   "async", "cb"};
+static const char *const name[UVCUDA__P_COUNT] = {"start", "op",    "mark", "timer",
+                                                   "idle",  "async", "cb"};
 static uint64_t total[UVCUDA__P_COUNT], count[UVCUDA__P_COUNT];
 
 void uvcuda__prof_add(int step, uint64_t ns) {

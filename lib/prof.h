@@ -11,6 +11,8 @@
 
 enum {
   UVCUDA__P_START,    /* uvcuda_future_start, whole (the op included) */
+  UVCUDA__P_OP,       /* of it, the user's op */
+  UVCUDA__P_MARK,     /* of it, the marker (tl_mark) */
   UVCUDA__P_TIMER,    /* the pre-wake timer's callback */
   UVCUDA__P_IDLE,     /* the idle callback */
   UVCUDA__P_ASYNC,    /* the async callback */

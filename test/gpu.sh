@@ -80,8 +80,9 @@ build_lib() {
   local real so b=$2-build
   [ -f "$2/.built" ] && return 0
   rm -rf "$b" "$2"
+  # shellcheck disable=SC2086 # LIB_OPTS: more meson options, e.g. -Dprofile=true
   meson setup "$b" "$1" -Dtests=disabled -Dbench=disabled -Dexamples=disabled \
-    --buildtype=release > "$OUT/ab-build.log" 2>&1 &&
+    --buildtype=release ${LIB_OPTS:-} > "$OUT/ab-build.log" 2>&1 &&
     meson compile -C "$b" >> "$OUT/ab-build.log" 2>&1 ||
     { tail -20 "$OUT/ab-build.log"; return 1; }
   mkdir -p "$2"
