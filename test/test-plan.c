@@ -63,7 +63,8 @@ static void predicted_waits_are_looked_at_in_their_window(void **state) {
   uint64_t open, close;
   (void)state;
   uvcuda__plan_window(&w, &params, &open, &close);
-  assert_int_equal(open, 2 * MS - 10 * US - 10 * US - 1 * US);
+  /* A deviation early: the reactor sleeps its own lead ahead of that. */
+  assert_int_equal(open, 2 * MS - 10 * US - 1 * US);
   assert_int_equal(close, 2 * MS + 2 * 10 * US + 2 * US);
   assert_int_equal(uvcuda__plan_next(&w, 1 * US, &params), open);
   assert_int_equal(uvcuda__plan_next(&w, open - 1, &params), open);
