@@ -19,9 +19,10 @@ void uvcuda__plan_window(const struct uvcuda__watch *w,
 }
 
 uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
-                           const struct uvcuda__plan_params *p) {
+                           const struct uvcuda__plan_params *p, int *exact) {
   uint64_t open, close, waited, step;
 
+  *exact = 1;
   /* The loop polls it till then and delivers it if done: the reactor,
    * which wakes `lead` before a look and polls on from there, looks only
    * once the loop has let go, without polling up to it. */
@@ -29,11 +30,22 @@ uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
   uvcuda__plan_window(w, p, &open, &close);
   if (now < open) return open;
   if (now < close) return now; /* inside the window: every pass */
+  *exact = 0;
   waited = now > w->since_ns ? now - w->since_ns : 0;
   step = waited / 100u * p->pct;
   if (step < p->floor_ns) step = p->floor_ns;
   if (step > p->sleep_max_ns) step = p->sleep_max_ns;
   return now + step;
+}
+
+uint64_t uvcuda__plan_wake(uint64_t now, uint64_t exact_at, uint64_t loose_at,
+                           uint64_t probe_at, uint64_t lead) {
+  uint64_t at;
+  if (exact_at <= now + lead) return 0;
+  at = exact_at == UINT64_MAX ? exact_at : exact_at - lead;
+  if (loose_at < at) at = loose_at;
+  if (probe_at < at) at = probe_at;
+  return at > now ? at : 0;
 }
 
 int uvcuda__plan_early(const struct uvcuda__watch *w, uint64_t now,

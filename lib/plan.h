@@ -45,9 +45,21 @@ void uvcuda__plan_window(const struct uvcuda__watch *w,
                          const struct uvcuda__plan_params *p, uint64_t *open,
                          uint64_t *close);
 /* The earliest time the reactor should look at w again, having looked (and
- * not found it passed) at `now`. */
+ * not found it passed) at `now`. *exact: 1 when that time is one the work
+ * may end by (a window, the end of the loop's polling), which the reactor
+ * wakes a lead early for and polls up to; 0 for a back-off step, itself a
+ * share of the wait, which it sleeps until and never polls for (polling a
+ * lead before each step cost the Node HTTP bench a third of a core on the
+ * H100, run 27). */
 uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
-                           const struct uvcuda__plan_params *p);
+                           const struct uvcuda__plan_params *p, int *exact);
+/* What the reactor does after a pass at `now`, given the earliest exact
+ * look (plan_next), the earliest back-off step and the next fault probe
+ * (UINT64_MAX: none): 0 to poll on at once (an exact look less than
+ * `lead` away), else the time to sleep until: `lead` before the exact
+ * look, or the step or the probe if sooner. */
+uint64_t uvcuda__plan_wake(uint64_t now, uint64_t exact_at, uint64_t loose_at,
+                           uint64_t probe_at, uint64_t lead);
 /* Whether a look at `now` that found w passed was the first one inside its
  * predicted window (the look before, at w->after_ns, came before it
  * opened): the work ended at some time before, not now. */

@@ -139,13 +139,14 @@ static void ring(struct uvcuda__rclient *c) {
 }
 
 /* One pass over every armed counter at `now`: a passed one fires, the
- * others get their next look (plan.h); returns the earliest. Caller holds
- * mu. A loop is rung at its first hit, not after the rest of the scan, so
+ * others get their next look (plan.h); returns the earliest exact one and
+ * sets *loose to the earliest back-off step. Caller holds mu. A loop is rung at its first hit, not after the rest of the scan, so
  * that its wake-up overlaps the scan's tail; what fires meanwhile is on
  * its fired queue before it can take mu. */
-static uint64_t scan(uint64_t now) {
+static uint64_t scan(uint64_t now, uint64_t *loose) {
   struct uvcuda__queue *cq, *q, *nq;
   uint64_t next = UINT64_MAX, n;
+  int exact;
 
   used.polls++;
   uvcuda__queue_foreach(cq, &clients) {
@@ -157,8 +158,9 @@ static uint64_t scan(uint64_t now) {
       if (!uvcuda__counter_passed(uvcuda__counter_load(w->host, w->mode),
                                   w->mode, w->threshold)) {
         w->after_ns = now;
-        n = uvcuda__plan_next(w, now, &pp);
-        if (n < next) next = n;
+        n = uvcuda__plan_next(w, now, &pp, &exact);
+        if (exact && n < next) next = n;
+        if (!exact && n < *loose) *loose = n;
         continue;
       }
       w->seen_ns = now;
@@ -304,7 +306,7 @@ static uint64_t own_cpu_ns(void) {
 static void reactor_main(void *arg) {
   struct rthread *me = arg;
   struct bounds b;
-  uint64_t last_probe, next_probe, now, next, deadline;
+  uint64_t last_probe, next_probe, now, next, loose, at;
   int self_free, slept = 0;
 
 #if defined(__GLIBC__)
@@ -336,7 +338,8 @@ static void reactor_main(void *arg) {
     /* Asked again each pass: a new wait brings the interval back. */
     next_probe = uvcuda__plan_probe_at(last_probe, b.young, b.overdue, now,
                                        b.probe, b.pct);
-    next = b.mem ? scan(now) : UINT64_MAX;
+    loose = UINT64_MAX;
+    next = b.mem ? scan(now, &loose) : UINT64_MAX;
     /* A probe due within half an interval rides on a wake-up made for a
      * look: a wait that never ends then costs one wake-up per look, not
      * two out of step. */
@@ -347,8 +350,10 @@ static void reactor_main(void *arg) {
       continue; /* mu was dropped: look at the clients again */
     }
     slept = 0;
-    deadline = next < next_probe ? next : next_probe;
-    if (now - last_arm < b.spin || deadline <= now + pp.lead_ns) {
+    /* An exact look is woken a lead early and polled up to; a back-off
+     * step and a probe are slept until (plan.h). */
+    at = uvcuda__plan_wake(now, next, loose, next_probe, pp.lead_ns);
+    if (now - last_arm < b.spin || at == 0) {
       pthread_mutex_unlock(&mu);
       step_aside();
       pthread_mutex_lock(&mu);
@@ -358,7 +363,7 @@ static void reactor_main(void *arg) {
       step_aside();
       pthread_mutex_lock(&mu);
     } else {
-      timed_wait(me, deadline - pp.lead_ns);
+      timed_wait(me, at);
       slept = 1;
     }
   }
@@ -451,7 +456,9 @@ void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c) {
 void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
                            uint64_t threshold) {
   struct uvcuda__plan_params own;
-  uint64_t now;
+  const struct uvcuda__plan_params *p = &pp;
+  uint64_t now, at;
+  int exact;
 
   uvcuda__queue_remove(&w->node); /* from armed, probed or fired */
   if (threshold == 0) return;
@@ -484,9 +491,12 @@ void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
     own.floor_ns = uvcuda__plan_floor(own.lead_ns);
     own.sleep_max_ns = c->sleep_max_ns;
     own.pct = c->pct;
+    p = &own;
   }
-  if (c->spin_ns > 0 || c->yield_ns > 0 ||
-      uvcuda__plan_next(w, now, pp_valid ? &pp : &own) < wake_at)
+  /* When the reactor would wake for it: a lead before an exact look. */
+  at = uvcuda__plan_next(w, now, p, &exact);
+  if (exact) at = at > p->lead_ns ? at - p->lead_ns : 0;
+  if (c->spin_ns > 0 || c->yield_ns > 0 || at < wake_at)
     uvcuda__bell_ring(&bell);
 }
 
