@@ -35,7 +35,8 @@
 #                      build's addon twice (A/A), the addon of the tree at
 #                      OLD_SRC (run from that tree, with this tree's app.js
 #                      and run.js copied into it), the thread pool; CPU per
-#                      request on each line
+#                      request on each line; NODE_TAGS="new old" runs only
+#                      those
 #   --python           bindings/python/run-gpu.sh: the Python package built
 #                      here, its GPU tests with PyTorch's streams and its
 #                      asyncio benchmark
@@ -239,6 +240,8 @@ print(" ".join(t["name"] for t in json.load(sys.stdin)
       here=$PWD/bindings/node/bench/http
       for spec in "${addons[@]}" pool:; do
         tag=${spec%%:*}; addon=${spec#*:}; v=uvcuda; dir=$here
+        # NODE_TAGS="new old": only those (a short call).
+        [ -n "${NODE_TAGS:-}" ] && [[ " $NODE_TAGS " != *" $tag "* ]] && continue
         [ "$tag" = pool ] && { v=pool; addon="$B/bindings/node/uvcuda.node"; }
         # The old addon with its own tree's index.js (and this tree's
         # app.js/run.js copied there, for the CPU per request).
