@@ -29,7 +29,16 @@ uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
   if (now < w->quiet_until_ns) return w->quiet_until_ns + p->lead_ns;
   uvcuda__plan_window(w, p, &open, &close);
   if (now < open) return open;
-  if (now < close) return now; /* inside the window: every pass */
+  if (now < close) {
+    /* Inside the window: every pass for its first POLL_MAX, then a look
+     * every POLL_MAX, slept until: a kind that spreads wide (the Node
+     * HTTP bench's, on a busy machine) made windows the reactor polled
+     * through, most of a core. */
+    if (now < open + UVCUDA__PLAN_POLL_MAX_NS) return now;
+    *exact = 0;
+    return now + UVCUDA__PLAN_POLL_MAX_NS < close ? now + UVCUDA__PLAN_POLL_MAX_NS
+                                                  : close;
+  }
   *exact = 0;
   waited = now > w->since_ns ? now - w->since_ns : 0;
   step = waited / 100u * p->pct;
@@ -38,9 +47,14 @@ uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
   return now + step;
 }
 
+uint64_t uvcuda__plan_ahead(uint64_t lead_ns) {
+  return lead_ns < UVCUDA__PLAN_POLL_MAX_NS ? lead_ns : UVCUDA__PLAN_POLL_MAX_NS;
+}
+
 uint64_t uvcuda__plan_wake(uint64_t now, uint64_t exact_at, uint64_t loose_at,
                            uint64_t probe_at, uint64_t lead) {
   uint64_t at;
+  lead = uvcuda__plan_ahead(lead);
   if (exact_at <= now + lead) return 0;
   at = exact_at == UINT64_MAX ? exact_at : exact_at - lead;
   if (loose_at < at) at = loose_at;

@@ -11,7 +11,9 @@
  *     what is done before then);
  *   - before the predicted window opens (due - lead - dev - 1 us): not
  *     before then;
- *   - inside the window (up to due + 2 dev + 2 us): at every pass;
+ *   - inside the window (up to due + 2 dev + 2 us): at every pass for
+ *     its first UVCUDA__PLAN_POLL_MAX_NS, then every POLL_MAX (a back-off
+ *     step: not exact, below);
  *   - otherwise (no prediction, or past the window): it backs off, looking
  *     again after pct % of the time waited so far, at least floor_ns and
  *     at most sleep_max_ns later. So a wait nobody predicted is seen at
@@ -37,6 +39,7 @@ struct uvcuda__plan_params {
 #define UVCUDA__PLAN_FLOOR_NS 20000u /* see uvcuda__plan_floor */
 #define UVCUDA__PLAN_LATE_INIT_NS 10000u
 #define UVCUDA__PLAN_LATE_MAX_NS 200000u
+#define UVCUDA__PLAN_POLL_MAX_NS 20000u /* see uvcuda__plan_wake */
 #define UVCUDA__PLAN_PROBE_MAX_NS 100000000u /* see uvcuda__plan_probe_gap */
 
 /* The predicted window of w: [*open, *close) (both 0 without a
@@ -53,11 +56,17 @@ void uvcuda__plan_window(const struct uvcuda__watch *w,
  * H100, run 27). */
 uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
                            const struct uvcuda__plan_params *p, int *exact);
+/* How far ahead of an exact look the reactor wakes and polls from: its
+ * lead, at most UVCUDA__PLAN_POLL_MAX_NS. On a busy machine its timed
+ * waits come back late and spread (the Node HTTP bench in the
+ * simulation: a lead of 110-150 µs), and polling a whole lead ahead of
+ * every look was most of a core; past the cap a look may come late. */
+uint64_t uvcuda__plan_ahead(uint64_t lead_ns);
 /* What the reactor does after a pass at `now`, given the earliest exact
  * look (plan_next), the earliest back-off step and the next fault probe
- * (UINT64_MAX: none): 0 to poll on at once (an exact look less than
- * `lead` away), else the time to sleep until: `lead` before the exact
- * look, or the step or the probe if sooner. */
+ * (UINT64_MAX: none): 0 to poll on at once (an exact look closer than
+ * plan_ahead(lead)), else the time to sleep until: that much before the
+ * exact look, or the step or the probe if sooner. */
 uint64_t uvcuda__plan_wake(uint64_t now, uint64_t exact_at, uint64_t loose_at,
                            uint64_t probe_at, uint64_t lead);
 /* Whether a look at `now` that found w passed was the first one inside its

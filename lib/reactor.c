@@ -495,7 +495,10 @@ void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
   }
   /* When the reactor would wake for it: a lead before an exact look. */
   at = uvcuda__plan_next(w, now, p, &exact);
-  if (exact) at = at > p->lead_ns ? at - p->lead_ns : 0;
+  if (exact) {
+    uint64_t ahead = uvcuda__plan_ahead(p->lead_ns);
+    at = at > ahead ? at - ahead : 0;
+  }
   if (c->spin_ns > 0 || c->yield_ns > 0 || at < wake_at)
     uvcuda__bell_ring(&bell);
 }

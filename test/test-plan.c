@@ -79,10 +79,21 @@ static void predicted_waits_are_looked_at_in_their_window(void **state) {
   assert_int_equal(next_look(&w, open - 1), open);
   assert_int_equal(next_look(&w, open), open);
   assert_true(exact);
-  assert_int_equal(next_look(&w, close - 1), close - 1);
+  assert_int_equal(next_look(&w, open + 19 * US), open + 19 * US);
   assert_true(exact);
   assert_int_equal(next_look(&w, close),
                    close + close / 20); /* 5 % of the time waited */
+  /* A wide window (a kind that spreads): every pass for its first
+   * POLL_MAX (20 µs), then a look every POLL_MAX, slept until. */
+  w = watch(0, 2 * MS, 30 * US, 0);
+  uvcuda__plan_window(&w, &params, &open, &close);
+  assert_int_equal(close - open, 93 * US);
+  assert_int_equal(next_look(&w, open + 19 * US), open + 19 * US);
+  assert_true(exact);
+  assert_int_equal(next_look(&w, open + 20 * US), open + 40 * US);
+  assert_false(exact);
+  assert_int_equal(next_look(&w, close - 1), close);
+  assert_false(exact);
   /* A window that would open before the wait began opens at its start. */
   w = watch(5 * MS, 5 * MS + 5 * US, 10 * US, 0);
   uvcuda__plan_window(&w, &params, &open, &close);
@@ -99,15 +110,21 @@ static void predicted_waits_are_looked_at_in_their_window(void **state) {
  * slept until, however close (the old rule polled up to any look less
  * than a lead away: a third of a core in the Node HTTP bench, run 27). */
 static void only_exact_looks_are_polled_for(void **state) {
-  const uint64_t lead = 30 * US, now = 1 * MS, none = UINT64_MAX;
+  const uint64_t lead = 10 * US, now = 1 * MS, none = UINT64_MAX;
   (void)state;
   assert_int_equal(uvcuda__plan_wake(now, now + 10 * US, none, none, lead), 0);
   assert_int_equal(uvcuda__plan_wake(now, now + lead, none, none, lead), 0);
   assert_int_equal(uvcuda__plan_wake(now, now + 100 * US, none, none, lead),
-                   now + 70 * US);
-  /* A step 10 µs away, well inside the lead: slept until. */
-  assert_int_equal(uvcuda__plan_wake(now, none, now + 10 * US, none, lead),
-                   now + 10 * US);
+                   now + 90 * US);
+  /* A lead past POLL_MAX (a busy machine's timers) polls no more than
+   * POLL_MAX for a look: woken that much early, it may come late. */
+  assert_int_equal(uvcuda__plan_wake(now, now + 25 * US, none, none, 200 * US),
+                   now + 5 * US);
+  assert_int_equal(uvcuda__plan_wake(now, now + 20 * US, none, none, 200 * US),
+                   0);
+  /* A step 5 µs away, inside the lead: slept until. */
+  assert_int_equal(uvcuda__plan_wake(now, none, now + 5 * US, none, lead),
+                   now + 5 * US);
   assert_int_equal(uvcuda__plan_wake(now, none, none, now + 5 * US, lead),
                    now + 5 * US);
   /* The earliest of them. */
@@ -115,7 +132,7 @@ static void only_exact_looks_are_polled_for(void **state) {
       uvcuda__plan_wake(now, now + 100 * US, now + 50 * US, now + 80 * US, lead),
       now + 50 * US);
   assert_int_equal(
-      uvcuda__plan_wake(now, now + 100 * US, now + 90 * US, now + 80 * US, lead),
+      uvcuda__plan_wake(now, now + 80 * US, now + 90 * US, now + 85 * US, lead),
       now + 70 * US);
   /* Nothing wanted: no wake-up time (the caller parks or probes). */
   assert_int_equal(uvcuda__plan_wake(now, none, none, none, lead), none);
