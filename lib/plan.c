@@ -9,57 +9,27 @@ void uvcuda__plan_window(const struct uvcuda__watch *w,
   uint64_t lead;
   *open = *close = 0;
   if (w->due_ns == 0) return;
-  /* The work's own spread only: the reactor already sleeps its wake-up's
-   * lead ahead of the window's opening (reactor.c), and a second lead here
-   * was that much polling before every window. */
-  (void)p;
-  lead = w->dev_ns + 1 * US;
+  lead = p->lead_ns + w->dev_ns + 1 * US;
   *open = w->due_ns > w->since_ns + lead ? w->due_ns - lead : w->since_ns;
   *close = w->due_ns + 2 * w->dev_ns + 2 * US;
 }
 
 uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
-                           const struct uvcuda__plan_params *p, int *exact) {
+                           const struct uvcuda__plan_params *p) {
   uint64_t open, close, waited, step;
 
-  *exact = 1;
   /* The loop polls it till then and delivers it if done: the reactor,
    * which wakes `lead` before a look and polls on from there, looks only
    * once the loop has let go, without polling up to it. */
   if (now < w->quiet_until_ns) return w->quiet_until_ns + p->lead_ns;
   uvcuda__plan_window(w, p, &open, &close);
   if (now < open) return open;
-  if (now < close) {
-    /* Inside the window: every pass for its first POLL_MAX, then a look
-     * every POLL_MAX, slept until: a kind that spreads wide (the Node
-     * HTTP bench's, on a busy machine) made windows the reactor polled
-     * through, most of a core. */
-    if (now < open + UVCUDA__PLAN_POLL_MAX_NS) return now;
-    *exact = 0;
-    return now + UVCUDA__PLAN_POLL_MAX_NS < close ? now + UVCUDA__PLAN_POLL_MAX_NS
-                                                  : close;
-  }
-  *exact = 0;
+  if (now < close) return now; /* inside the window: every pass */
   waited = now > w->since_ns ? now - w->since_ns : 0;
   step = waited / 100u * p->pct;
   if (step < p->floor_ns) step = p->floor_ns;
   if (step > p->sleep_max_ns) step = p->sleep_max_ns;
   return now + step;
-}
-
-uint64_t uvcuda__plan_ahead(uint64_t lead_ns) {
-  return lead_ns < UVCUDA__PLAN_POLL_MAX_NS ? lead_ns : UVCUDA__PLAN_POLL_MAX_NS;
-}
-
-uint64_t uvcuda__plan_wake(uint64_t now, uint64_t exact_at, uint64_t loose_at,
-                           uint64_t probe_at, uint64_t lead) {
-  uint64_t at;
-  lead = uvcuda__plan_ahead(lead);
-  if (exact_at <= now + lead) return 0;
-  at = exact_at == UINT64_MAX ? exact_at : exact_at - lead;
-  if (loose_at < at) at = loose_at;
-  if (probe_at < at) at = probe_at;
-  return at > now ? at : 0;
 }
 
 int uvcuda__plan_early(const struct uvcuda__watch *w, uint64_t now,

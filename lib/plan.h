@@ -11,9 +11,7 @@
  *     what is done before then);
  *   - before the predicted window opens (due - lead - dev - 1 us): not
  *     before then;
- *   - inside the window (up to due + 2 dev + 2 us): at every pass for
- *     its first UVCUDA__PLAN_POLL_MAX_NS, then every POLL_MAX (a back-off
- *     step: not exact, below);
+ *   - inside the window (up to due + 2 dev + 2 us): at every pass;
  *   - otherwise (no prediction, or past the window): it backs off, looking
  *     again after pct % of the time waited so far, at least floor_ns and
  *     at most sleep_max_ns later. So a wait nobody predicted is seen at
@@ -39,7 +37,6 @@ struct uvcuda__plan_params {
 #define UVCUDA__PLAN_FLOOR_NS 20000u /* see uvcuda__plan_floor */
 #define UVCUDA__PLAN_LATE_INIT_NS 10000u
 #define UVCUDA__PLAN_LATE_MAX_NS 200000u
-#define UVCUDA__PLAN_POLL_MAX_NS 20000u /* see uvcuda__plan_wake */
 #define UVCUDA__PLAN_PROBE_MAX_NS 100000000u /* see uvcuda__plan_probe_gap */
 
 /* The predicted window of w: [*open, *close) (both 0 without a
@@ -48,27 +45,9 @@ void uvcuda__plan_window(const struct uvcuda__watch *w,
                          const struct uvcuda__plan_params *p, uint64_t *open,
                          uint64_t *close);
 /* The earliest time the reactor should look at w again, having looked (and
- * not found it passed) at `now`. *exact: 1 when that time is one the work
- * may end by (a window, the end of the loop's polling), which the reactor
- * wakes a lead early for and polls up to; 0 for a back-off step, itself a
- * share of the wait, which it sleeps until and never polls for (polling a
- * lead before each step cost the Node HTTP bench a third of a core on the
- * H100, run 27). */
+ * not found it passed) at `now`. */
 uint64_t uvcuda__plan_next(const struct uvcuda__watch *w, uint64_t now,
-                           const struct uvcuda__plan_params *p, int *exact);
-/* How far ahead of an exact look the reactor wakes and polls from: its
- * lead, at most UVCUDA__PLAN_POLL_MAX_NS. On a busy machine its timed
- * waits come back late and spread (the Node HTTP bench in the
- * simulation: a lead of 110-150 µs), and polling a whole lead ahead of
- * every look was most of a core; past the cap a look may come late. */
-uint64_t uvcuda__plan_ahead(uint64_t lead_ns);
-/* What the reactor does after a pass at `now`, given the earliest exact
- * look (plan_next), the earliest back-off step and the next fault probe
- * (UINT64_MAX: none): 0 to poll on at once (an exact look closer than
- * plan_ahead(lead)), else the time to sleep until: that much before the
- * exact look, or the step or the probe if sooner. */
-uint64_t uvcuda__plan_wake(uint64_t now, uint64_t exact_at, uint64_t loose_at,
-                           uint64_t probe_at, uint64_t lead);
+                           const struct uvcuda__plan_params *p);
 /* Whether a look at `now` that found w passed was the first one inside its
  * predicted window (the look before, at w->after_ns, came before it
  * opened): the work ended at some time before, not now. */

@@ -139,14 +139,13 @@ static void ring(struct uvcuda__rclient *c) {
 }
 
 /* One pass over every armed counter at `now`: a passed one fires, the
- * others get their next look (plan.h); returns the earliest exact one and
- * sets *loose to the earliest back-off step. Caller holds mu. A loop is rung at its first hit, not after the rest of the scan, so
+ * others get their next look (plan.h); returns the earliest. Caller holds
+ * mu. A loop is rung at its first hit, not after the rest of the scan, so
  * that its wake-up overlaps the scan's tail; what fires meanwhile is on
  * its fired queue before it can take mu. */
-static uint64_t scan(uint64_t now, uint64_t *loose) {
+static uint64_t scan(uint64_t now) {
   struct uvcuda__queue *cq, *q, *nq;
   uint64_t next = UINT64_MAX, n;
-  int exact;
 
   used.polls++;
   uvcuda__queue_foreach(cq, &clients) {
@@ -158,9 +157,8 @@ static uint64_t scan(uint64_t now, uint64_t *loose) {
       if (!uvcuda__counter_passed(uvcuda__counter_load(w->host, w->mode),
                                   w->mode, w->threshold)) {
         w->after_ns = now;
-        n = uvcuda__plan_next(w, now, &pp, &exact);
-        if (exact && n < next) next = n;
-        if (!exact && n < *loose) *loose = n;
+        n = uvcuda__plan_next(w, now, &pp);
+        if (n < next) next = n;
         continue;
       }
       w->seen_ns = now;
@@ -306,7 +304,7 @@ static uint64_t own_cpu_ns(void) {
 static void reactor_main(void *arg) {
   struct rthread *me = arg;
   struct bounds b;
-  uint64_t last_probe, next_probe, now, next, loose, at;
+  uint64_t last_probe, next_probe, now, next, deadline;
   int self_free, slept = 0;
 
 #if defined(__GLIBC__)
@@ -338,8 +336,7 @@ static void reactor_main(void *arg) {
     /* Asked again each pass: a new wait brings the interval back. */
     next_probe = uvcuda__plan_probe_at(last_probe, b.young, b.overdue, now,
                                        b.probe, b.pct);
-    loose = UINT64_MAX;
-    next = b.mem ? scan(now, &loose) : UINT64_MAX;
+    next = b.mem ? scan(now) : UINT64_MAX;
     /* A probe due within half an interval rides on a wake-up made for a
      * look: a wait that never ends then costs one wake-up per look, not
      * two out of step. */
@@ -350,10 +347,8 @@ static void reactor_main(void *arg) {
       continue; /* mu was dropped: look at the clients again */
     }
     slept = 0;
-    /* An exact look is woken a lead early and polled up to; a back-off
-     * step and a probe are slept until (plan.h). */
-    at = uvcuda__plan_wake(now, next, loose, next_probe, pp.lead_ns);
-    if (now - last_arm < b.spin || at == 0) {
+    deadline = next < next_probe ? next : next_probe;
+    if (now - last_arm < b.spin || deadline <= now + pp.lead_ns) {
       pthread_mutex_unlock(&mu);
       step_aside();
       pthread_mutex_lock(&mu);
@@ -363,7 +358,7 @@ static void reactor_main(void *arg) {
       step_aside();
       pthread_mutex_lock(&mu);
     } else {
-      timed_wait(me, at);
+      timed_wait(me, deadline - pp.lead_ns);
       slept = 1;
     }
   }
@@ -456,9 +451,7 @@ void uvcuda__reactor_sync_begin(struct uvcuda__rclient *c) {
 void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
                            uint64_t threshold) {
   struct uvcuda__plan_params own;
-  const struct uvcuda__plan_params *p = &pp;
-  uint64_t now, at;
-  int exact;
+  uint64_t now;
 
   uvcuda__queue_remove(&w->node); /* from armed, probed or fired */
   if (threshold == 0) return;
@@ -491,15 +484,9 @@ void uvcuda__reactor_watch(struct uvcuda__rclient *c, struct uvcuda__watch *w,
     own.floor_ns = uvcuda__plan_floor(own.lead_ns);
     own.sleep_max_ns = c->sleep_max_ns;
     own.pct = c->pct;
-    p = &own;
   }
-  /* When the reactor would wake for it: a lead before an exact look. */
-  at = uvcuda__plan_next(w, now, p, &exact);
-  if (exact) {
-    uint64_t ahead = uvcuda__plan_ahead(p->lead_ns);
-    at = at > ahead ? at - ahead : 0;
-  }
-  if (c->spin_ns > 0 || c->yield_ns > 0 || at < wake_at)
+  if (c->spin_ns > 0 || c->yield_ns > 0 ||
+      uvcuda__plan_next(w, now, pp_valid ? &pp : &own) < wake_at)
     uvcuda__bell_ring(&bell);
 }
 

@@ -29,22 +29,16 @@ static struct uvcuda__watch watch(uint64_t since, uint64_t due, uint64_t dev,
   return w;
 }
 
-/* The plan's next look, and whether it was exact (plan.h). */
-static int exact;
-#define next_look(w, now) uvcuda__plan_next(w, now, &params, &exact)
-
 /* The loop polls a pre-woken future itself until its window ends. */
 static void no_look_while_the_loop_polls(void **state) {
   struct uvcuda__watch w = watch(0, 0, 0, 700 * US);
   (void)state;
   /* A lead past it: a reactor waking a lead early wakes as it ends,
    * rather than polling through the loop's last lead of it. */
-  assert_int_equal(next_look(&w, 1 * US), 710 * US);
-  assert_int_equal(next_look(&w, 699 * US), 710 * US);
-  assert_true(exact); /* woken a lead early for it */
+  assert_int_equal(uvcuda__plan_next(&w, 1 * US, &params), 710 * US);
+  assert_int_equal(uvcuda__plan_next(&w, 699 * US, &params), 710 * US);
   /* After it: backing off, as for a wait nobody predicted. */
-  assert_int_equal(next_look(&w, 800 * US), 840 * US);
-  assert_false(exact);
+  assert_int_equal(uvcuda__plan_next(&w, 800 * US, &params), 840 * US);
 }
 
 /* No prediction: the next look is 5 % of the time waited later, at least
@@ -52,17 +46,14 @@ static void no_look_while_the_loop_polls(void **state) {
 static void unpredicted_waits_back_off_with_their_length(void **state) {
   struct uvcuda__watch w = watch(1 * MS, 0, 0, 0);
   (void)state;
-  assert_int_equal(next_look(&w, 1 * MS + 20 * US),
+  assert_int_equal(uvcuda__plan_next(&w, 1 * MS + 20 * US, &params),
                    1 * MS + 40 * US); /* floor */
-  assert_int_equal(next_look(&w, 3 * MS),
+  assert_int_equal(uvcuda__plan_next(&w, 3 * MS, &params),
                    3 * MS + 100 * US); /* 5 % of 2 ms */
-  assert_int_equal(next_look(&w, 101 * MS),
+  assert_int_equal(uvcuda__plan_next(&w, 101 * MS, &params),
                    102 * MS); /* 5 ms, capped at 1 ms */
   /* A look before the wait began (clock order across threads): floor. */
-  assert_int_equal(next_look(&w, 0), 20 * US);
-  /* A back-off step is slept until, not woken early for and polled up to:
-   * it is a share of the wait, not a time the work is due. */
-  assert_false(exact);
+  assert_int_equal(uvcuda__plan_next(&w, 0, &params), 20 * US);
 }
 
 /* A predicted end: nothing before the window, every pass in it, back-off
@@ -72,28 +63,14 @@ static void predicted_waits_are_looked_at_in_their_window(void **state) {
   uint64_t open, close;
   (void)state;
   uvcuda__plan_window(&w, &params, &open, &close);
-  /* A deviation early: the reactor sleeps its own lead ahead of that. */
-  assert_int_equal(open, 2 * MS - 10 * US - 1 * US);
+  assert_int_equal(open, 2 * MS - 10 * US - 10 * US - 1 * US);
   assert_int_equal(close, 2 * MS + 2 * 10 * US + 2 * US);
-  assert_int_equal(next_look(&w, 1 * US), open);
-  assert_int_equal(next_look(&w, open - 1), open);
-  assert_int_equal(next_look(&w, open), open);
-  assert_true(exact);
-  assert_int_equal(next_look(&w, open + 19 * US), open + 19 * US);
-  assert_true(exact);
-  assert_int_equal(next_look(&w, close),
+  assert_int_equal(uvcuda__plan_next(&w, 1 * US, &params), open);
+  assert_int_equal(uvcuda__plan_next(&w, open - 1, &params), open);
+  assert_int_equal(uvcuda__plan_next(&w, open, &params), open);
+  assert_int_equal(uvcuda__plan_next(&w, close - 1, &params), close - 1);
+  assert_int_equal(uvcuda__plan_next(&w, close, &params),
                    close + close / 20); /* 5 % of the time waited */
-  /* A wide window (a kind that spreads): every pass for its first
-   * POLL_MAX (20 µs), then a look every POLL_MAX, slept until. */
-  w = watch(0, 2 * MS, 30 * US, 0);
-  uvcuda__plan_window(&w, &params, &open, &close);
-  assert_int_equal(close - open, 93 * US);
-  assert_int_equal(next_look(&w, open + 19 * US), open + 19 * US);
-  assert_true(exact);
-  assert_int_equal(next_look(&w, open + 20 * US), open + 40 * US);
-  assert_false(exact);
-  assert_int_equal(next_look(&w, close - 1), close);
-  assert_false(exact);
   /* A window that would open before the wait began opens at its start. */
   w = watch(5 * MS, 5 * MS + 5 * US, 10 * US, 0);
   uvcuda__plan_window(&w, &params, &open, &close);
@@ -103,39 +80,6 @@ static void predicted_waits_are_looked_at_in_their_window(void **state) {
   uvcuda__plan_window(&w, &params, &open, &close);
   assert_int_equal(open, 0);
   assert_int_equal(close, 0);
-}
-
-/* After a pass: an exact look closer than the lead is polled for, one
- * further off is woken a lead early for; a back-off step or a probe is
- * slept until, however close (the old rule polled up to any look less
- * than a lead away: a third of a core in the Node HTTP bench, run 27). */
-static void only_exact_looks_are_polled_for(void **state) {
-  const uint64_t lead = 10 * US, now = 1 * MS, none = UINT64_MAX;
-  (void)state;
-  assert_int_equal(uvcuda__plan_wake(now, now + 10 * US, none, none, lead), 0);
-  assert_int_equal(uvcuda__plan_wake(now, now + lead, none, none, lead), 0);
-  assert_int_equal(uvcuda__plan_wake(now, now + 100 * US, none, none, lead),
-                   now + 90 * US);
-  /* A lead past POLL_MAX (a busy machine's timers) polls no more than
-   * POLL_MAX for a look: woken that much early, it may come late. */
-  assert_int_equal(uvcuda__plan_wake(now, now + 25 * US, none, none, 200 * US),
-                   now + 5 * US);
-  assert_int_equal(uvcuda__plan_wake(now, now + 20 * US, none, none, 200 * US),
-                   0);
-  /* A step 5 µs away, inside the lead: slept until. */
-  assert_int_equal(uvcuda__plan_wake(now, none, now + 5 * US, none, lead),
-                   now + 5 * US);
-  assert_int_equal(uvcuda__plan_wake(now, none, none, now + 5 * US, lead),
-                   now + 5 * US);
-  /* The earliest of them. */
-  assert_int_equal(
-      uvcuda__plan_wake(now, now + 100 * US, now + 50 * US, now + 80 * US, lead),
-      now + 50 * US);
-  assert_int_equal(
-      uvcuda__plan_wake(now, now + 80 * US, now + 90 * US, now + 85 * US, lead),
-      now + 70 * US);
-  /* Nothing wanted: no wake-up time (the caller parks or probes). */
-  assert_int_equal(uvcuda__plan_wake(now, none, none, none, lead), none);
 }
 
 /* Seen at the first look inside its window: the work ended before. */
@@ -166,7 +110,7 @@ static void backoff_latency_is_a_share_of_the_wait(void **state) {
     uint64_t look = 20 * US, late, bound; /* the arm, after a 20 µs spin */
     unsigned looks = 1;
     while (look < ends[i]) {
-      look = next_look(&w, look);
+      look = uvcuda__plan_next(&w, look, &params);
       looks++;
     }
     late = look - ends[i];
@@ -379,7 +323,6 @@ int main(void) {
       cmocka_unit_test(a_first_look_in_the_window_is_early),
       cmocka_unit_test(backoff_latency_is_a_share_of_the_wait),
       cmocka_unit_test(lead_and_floor_follow_the_lateness),
-      cmocka_unit_test(only_exact_looks_are_polled_for),
       cmocka_unit_test(modes_of_recent_lengths),
       cmocka_unit_test(uniform_lengths_rarely_make_a_mode),
       cmocka_unit_test(work_between_kinds_is_not_slept_through),

@@ -279,51 +279,6 @@ static void a_wait_that_never_ends_is_probed_ever_less(void **state) {
   tu_fx_close(lp);
 }
 
-/* A back-off step (a wait nobody predicted) is slept until, not woken a
- * lead early for and polled up to (plan.h, "exact"): each of the
- * reactor's sleeps is followed by one pass, two when a probe rides on
- * it, however late its wake-ups come. Counted from the public stats over
- * a held wait: the reactor's wiring of plan_wake (test-plan.c,
- * only_exact_looks_are_polled_for), whatever this machine's timers do. */
-static void a_backoff_step_is_slept_until(void **state) {
-  tu_fx_t *fx = tu_fx(state);
-  tu_fx_loop_t *lp = open_armed_at_once(fx, 0);
-  uvcuda_future_t *f = tu_fx_futures(fx, 1);
-  uvcuda_stats_t a, b;
-  uint64_t polls, sleeps;
-  tu_gate_t g;
-  CUstream s;
-
-  if (!tu_is_simulated()) skip(); /* it holds the stream with a gate */
-  s = tu_stream();
-  tu_gate_init(&g);
-  tu_gate_hold(&g, s);
-  TU_OK(uvcuda_future_init(&lp->ul, f));
-  pk_done = pk_status = 0;
-  TU_OK(uvcuda_future_start(f, s, NULL, on_pk)); /* armed: spin budget 0 */
-  assert_int_equal(uvcuda_future_state(f), UVCUDA_FUTURE_ARMED);
-  usleep(20000);
-  TU_OK(uvcuda_loop_stats(&lp->ul, &a));
-  usleep(300000);
-  TU_OK(uvcuda_loop_stats(&lp->ul, &b));
-  polls = b.reactor_polls - a.reactor_polls;
-  sleeps = b.reactor_sleeps - a.reactor_sleeps;
-  print_message("%llu passes, %llu sleeps\n", (unsigned long long)polls,
-                (unsigned long long)sleeps);
-  assert_true(sleeps > 0);
-  if (polls > 2 * sleeps + 2)
-    fail_msg("%llu passes for %llu sleeps: the reactor polled between them",
-             (unsigned long long)polls, (unsigned long long)sleeps);
-  tu_gate_open(&g);
-  assert_int_equal(tu_run_until(&lp->uv, &pk_done, 10000), 0);
-  assert_int_equal(pk_status, 0);
-  TU_OK(uvcuda_future_close(f, NULL));
-  tu_run(&lp->uv, 5000);
-  tu_stream_destroy(s);
-  tu_gate_free(&g);
-  tu_fx_close(lp);
-}
-
 /* ---- several loops share the one reactor ---- */
 
 typedef struct {
@@ -871,7 +826,6 @@ int main(int argc, char **argv) {
       CASE(park_unpark_races, (void *)20),
       CASE(with_nothing_armed_the_reactor_parks, NULL),
       CASE(a_wait_that_never_ends_is_probed_ever_less, NULL),
-      CASE(a_backoff_step_is_slept_until, NULL),
       CASE(arm_wakes_a_sleeping_reactor, NULL),
       CASE(loops_share_the_reactor, NULL),
       CASE(a_loop_opened_while_the_last_closes_gets_a_reactor, NULL),
