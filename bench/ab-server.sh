@@ -50,24 +50,22 @@ for r in $(seq 1 "$ROUNDS"); do
     busy=$(grep -o 'busy under load [0-9.]*%' "$TMP/s.err")
     adapt=$(grep -o 'adaptive: [0-9]* predicted[^;]*' "$TMP/s.err")
     # Of it, over the server's whole run (its stats at exit): the loop's
-    # time in uvcuda's spin and the reactor thread's CPU, per request.
-    split=$(awk -v n="${reqs:-0}" '/uvcuda-server: futures:/ {
+    # time in uvcuda's spin and the reactor thread's CPU, per request; and
+    # what the wait did, per request: futures started, seen done by the
+    # loop's spin and by the reactor, loop wake-ups it rang, its passes
+    # (polls) and its sleeps. One pass over the line, the two parts split
+    # by a tab.
+    IFS=$'\t' read -r split counts < <(awk -v n="${reqs:-0}" '/uvcuda-server: futures:/ {
         for (i = 1; i <= NF; i++) {
           if ($(i + 1) == "ms" && $(i + 2) ~ /^spinning/) spin = $i
-          if ($i == "CPU" && $(i - 1) == "reactor") rcpu = $(i + 1) }
-        if (n > 0) printf "loop spin %.2f, reactor %.2f us/req", spin * 1e3 / n, rcpu * 1e3 / n }' "$TMP/s.err")
-    # And what the wait did, per request: futures started, seen done by the
-    # loop's spin and by the reactor, loop wake-ups it rang, its passes
-    # (polls) and its sleeps.
-    counts=$(awk -v n="${reqs:-0}" '/uvcuda-server: futures:/ {
-        for (i = 1; i <= NF; i++) {
+          if ($i == "CPU" && $(i - 1) == "reactor") rcpu = $(i + 1)
           if ($(i + 1) == "started,") st = $i
           if ($(i + 1) == "seen" && $(i + 2) == "spinning,") sp = $i
           if ($(i + 2) == "the" && $(i + 3) ~ /^reactor/) re = $i
           if ($(i + 1) == "reactor" && $(i + 2) ~ /^wakeups/) wk = $i
           if ($(i + 1) ~ /^polls/) po = $i
           if ($(i + 1) ~ /^sleeps/) sl = $i }
-        if (n > 0) printf "per req: %.2f futures, %.2f seen spinning, %.2f by the reactor, %.2f wakeups, %.2f reactor polls, %.2f sleeps", st / n, sp / n, re / n, wk / n, po / n, sl / n }' "$TMP/s.err")
+        if (n > 0) printf "loop spin %.2f, reactor %.2f us/req\tper req: %.2f futures, %.2f seen spinning, %.2f by the reactor, %.2f wakeups, %.2f reactor polls, %.2f sleeps\n", spin * 1e3 / n, rcpu * 1e3 / n, st / n, sp / n, re / n, wk / n, po / n, sl / n }' "$TMP/s.err")
     echo "round $r $tag ($comp, $lib, ${CONNS:-64}x${DEPTH:-16} in flight): ${res:-no result} [$cpu${split:+ ($split)}; $busy${adapt:+; $adapt}${counts:+; $counts}]" | tee -a "$OUT/ab-server.txt"
   done
 done

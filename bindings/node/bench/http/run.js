@@ -224,6 +224,7 @@ async function main() {
   const simulated = runs.some((r) => r.ready.simulated);
   const src = simulated ? SIM_NOTE : `GPU: ${runs[0].ready.device}`;
   const rows = [];
+  const countLines = []; // what the waits did, per request of the phase (uvcuda's counters)
   for (const r of runs) {
     for (const p of r.phases) {
       // The app process's CPU over the phase (every thread), per request
@@ -231,6 +232,9 @@ async function main() {
       const served = Object.values(p.routes).reduce((a, l) => a + l.ok, 0);
       const per = (x) => (served > 0 && x !== null && x !== undefined ? x / served : null);
       const cpuPerReq = per(p.app.cpuUs);
+      if (p.app.waitCounts && served > 0)
+        countLines.push(`counts per request, ${r.variant} ${p.phase}: ` +
+                        Object.entries(p.app.waitCounts).map(([k, v]) => `${k} ${per(v).toFixed(2)}`).join(', '));
       for (const [route, l] of Object.entries(p.routes)) {
         rows.push({
           source: src,
@@ -339,16 +343,7 @@ async function main() {
             (simulated ? ' simulation |' : ''));
   }
   md.push('');
-  // What the waits did, per request of the phase (uvcuda's own counters).
-  for (const r of runs) {
-    for (const p of r.phases) {
-      const c = p.app.waitCounts;
-      const served = Object.values(p.routes).reduce((a, l) => a + l.ok, 0);
-      if (!c || served === 0) continue;
-      md.push(`counts per request, ${r.variant} ${p.phase}: ` +
-              Object.entries(c).map(([k, v]) => `${k} ${(v / served).toFixed(2)}`).join(', '));
-    }
-  }
+  md.push(...countLines);
   md.push('');
   md.push('Targets' + (simulated ? ` (${SIM_NOTE})` : '') + ':');
   md.push('');
